@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# install-deps.sh PROFILE... — install the Debian packages a profile needs, if
+# missing. Profiles: build (C compiler, make), fuzz (clang + libFuzzer
+# runtime), python (python3 + pip, for golden-data scripts and model fetching).
+set -eu
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+for p in "$@"; do
+  case "$p" in
+    build)
+      have_cmd cc || need+=(gcc libc6-dev)
+      have_cmd make || need+=(make)
+      ;;
+    fuzz)
+      have_cmd clang || need+=(clang)
+      ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
+        || need+=(libclang-rt-14-dev)
+      ;;
+    python)
+      have_cmd python3 || need+=(python3)
+      python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+      ;;
+    *) echo "install-deps.sh: unknown profile '$p'" >&2; exit 2 ;;
+  esac
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps.sh: missing packages: ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "install-deps.sh: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq "${need[@]}" >&2

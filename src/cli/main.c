@@ -1,0 +1,38 @@
+/*
+ * main.c — the `kvik` command: dispatches to subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvik COMMAND [ARGS]\n"
+            "\n"
+            "commands:\n"
+            "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
+            "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
+            "\n"
+            "  --help, --version\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("kvik %s (%s)\n", kvik_version(), kvik_cpu_isa());
+        return 0;
+    }
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
+    return 2;
+}

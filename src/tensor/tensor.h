@@ -1,0 +1,125 @@
+/*
+ * tensor.h — tensor element types and the kernels that compute with them.
+ *
+ * Two tables, both indexed by enum tensor_type:
+ *  - the type traits (tensor_type_traits): block size, bytes per block,
+ *    the reference to_float / from_float conversions and the activation type
+ *    a weight row is multiplied with;
+ *  - the kernel table of one instruction set (tensor_kernels): vec_dot for
+ *    each weight type and a fast activation quantizer. There is one table
+ *    per ISA (scalar reference, AVX2, AVX-512/VNNI); tensor_kernels_best()
+ *    picks the best this CPU runs, once.
+ *
+ * On top of these, tensor_matvec / tensor_matmul split a product over the
+ * thread pool.
+ */
+#ifndef KVIK_TENSOR_H
+#define KVIK_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* Values are GGUF's (ggml_type) ids. */
+enum tensor_type {
+    TENSOR_TYPE_F32 = 0,
+    TENSOR_TYPE_F16 = 1,
+    TENSOR_TYPE_Q4_0 = 2,
+    TENSOR_TYPE_Q4_1 = 3,
+    TENSOR_TYPE_Q5_0 = 6,
+    TENSOR_TYPE_Q5_1 = 7,
+    TENSOR_TYPE_Q8_0 = 8,
+    TENSOR_TYPE_Q8_1 = 9,
+    TENSOR_TYPE_Q2_K = 10,
+    TENSOR_TYPE_Q3_K = 11,
+    TENSOR_TYPE_Q4_K = 12,
+    TENSOR_TYPE_Q5_K = 13,
+    TENSOR_TYPE_Q6_K = 14,
+    TENSOR_TYPE_Q8_K = 15,
+    TENSOR_TYPE_I8 = 24,
+    TENSOR_TYPE_I16 = 25,
+    TENSOR_TYPE_I32 = 26,
+    TENSOR_TYPE_I64 = 27,
+    TENSOR_TYPE_F64 = 28,
+    TENSOR_TYPE_BF16 = 30,
+    TENSOR_TYPE_COUNT = 31 /* one past the largest id; not every id is a type */
+};
+
+/* Reference conversions. n is a multiple of the block size. */
+typedef void (*to_float_fn)(const void *restrict x, float *restrict y, int64_t n);
+typedef void (*from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
+
+/* s = dot(x, y) over n weights: x is a weight row of its type, y an
+ * activation row of that type's vec_dot_type. */
+typedef void (*vec_dot_fn)(int64_t n, float *restrict s, const void *restrict x,
+                           const void *restrict y);
+
+struct type_traits {
+    const char *name;       /* "Q4_K"; NULL for ids that are not a type */
+    int64_t block_size;     /* weights per block */
+    size_t type_size;       /* bytes per block */
+    bool is_quantized;
+    to_float_fn to_float;     /* NULL if the type cannot be read as floats */
+    from_float_fn from_float; /* reference quantizer; NULL if none */
+    enum tensor_type vec_dot_type; /* activation type for vec_dot */
+};
+
+/* Traits of a type id; NULL for an id that is not a known type. */
+const struct type_traits *tensor_type_traits(int type);
+
+/* Name of a type id, or "?" for an unknown one. */
+const char *tensor_type_name(int type);
+
+/* Type id from a name ("q4_k" or "Q4_K"); -1 if unknown. */
+int tensor_type_from_name(const char *name);
+
+/* Bytes of a row of n weights; 0 if n is not a multiple of the block size
+ * or the type is unknown. */
+size_t tensor_row_size(int type, int64_t n);
+
+/* ---- kernels per instruction set ------------------------------------ */
+
+enum tensor_isa { TENSOR_ISA_SCALAR, TENSOR_ISA_AVX2, TENSOR_ISA_AVX512, TENSOR_ISA_COUNT };
+
+struct tensor_kernels {
+    const char *name; /* "scalar", "avx2", "avx512-vnni" */
+    enum tensor_isa isa;
+    vec_dot_fn vec_dot[TENSOR_TYPE_COUNT];       /* NULL: no kernel for that weight type */
+    from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
+};
+
+/* The table of one ISA, or NULL if this CPU (or this build) cannot run it. */
+const struct tensor_kernels *tensor_kernels_get(enum tensor_isa isa);
+
+/* The best table for this CPU, chosen once. The environment variable
+ * KVIK_ISA=scalar|avx2|avx512 caps the choice (for tests and benchmarks). */
+const struct tensor_kernels *tensor_kernels_best(void);
+
+/* ---- products over the thread pool ---------------------------------- */
+
+/* A 2-D weight matrix: rows x cols, row-major, rows `row_bytes` apart. */
+struct tensor_matrix {
+    int type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const void *data;
+};
+
+/* Bytes of scratch tensor_matmul needs to quantize n_tok activation rows of
+ * width cols for weights of `type`. */
+size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok);
+
+/*
+ * Y[t][r] = sum_c W[r][c] * X[t][c] for t < n_tok, r < rows.
+ * X is n_tok rows of W->cols floats (stride x_stride floats); Y is n_tok rows
+ * (stride y_stride floats). scratch holds tensor_matmul_scratch_size bytes,
+ * 64-byte aligned. n_tok == 1 is a mat-vec. Returns KVIK_ERR_UNSUPPORTED if
+ * the kernel table has no vec_dot for W's type.
+ */
+kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
+                          const struct tensor_matrix *w, const float *x, int64_t x_stride,
+                          float *y, int64_t y_stride, int64_t n_tok, void *scratch);
+
+#endif /* KVIK_TENSOR_H */

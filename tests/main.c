@@ -1,0 +1,88 @@
+/*
+ * main.c — the test runner. `kvik-tests [SUBSTRING...]` runs the tests whose
+ * names contain any SUBSTRING (all if none), in registration order, and ends
+ * with "N passed, N failed" (", N skipped" when some were skipped). Exit
+ * status is non-zero if any test failed.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "test.h"
+
+static struct test_case *g_head, **g_tail = &g_head;
+static int g_cur_failures;
+static const char *g_cur_skip;
+
+void test_register(struct test_case *tc) {
+    *g_tail = tc;
+    g_tail = &tc->next;
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    if (g_cur_failures < 20) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stdout, "    %s:%d: ", file, line);
+        vfprintf(stdout, fmt, ap);
+        fputc('\n', stdout);
+        va_end(ap);
+    } else if (g_cur_failures == 20) {
+        fprintf(stdout, "    (further failures of this test not shown)\n");
+    }
+    g_cur_failures++;
+}
+
+void test_skip(const char *why) { g_cur_skip = why; }
+bool test_failed(void) { return g_cur_failures > 0; }
+
+const char *test_env(const char *name) {
+    const char *v = getenv(name);
+    return v ? v : "";
+}
+
+uint64_t test_rand_u64(uint64_t *s) {
+    uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+float test_rand_uniform(uint64_t *s, float lo, float hi) {
+    double u = (double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(lo + (hi - lo) * u);
+}
+
+static bool selected(const char *name, int argc, char **argv) {
+    if (argc < 2) return true;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i])) return true;
+    return false;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int passed = 0, failed = 0, skipped = 0;
+    for (struct test_case *tc = g_head; tc; tc = tc->next) {
+        if (!selected(tc->name, argc, argv)) continue;
+        g_cur_failures = 0;
+        g_cur_skip = NULL;
+        tc->fn();
+        if (g_cur_failures) {
+            printf("FAIL %s\n", tc->name);
+            failed++;
+        } else if (g_cur_skip) {
+            printf("skip %s (%s)\n", tc->name, g_cur_skip);
+            skipped++;
+        } else {
+            printf("ok   %s\n", tc->name);
+            passed++;
+        }
+    }
+    if (skipped)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else
+        printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * test.h — a minimal test harness. Each test file defines tests with
+ * TEST(name) { ... }; they register themselves at start-up. CHECK records a
+ * failure and goes on; REQUIRE records it and leaves the test. The runner
+ * (tests/main.c) ends with the line "N passed, N failed".
+ */
+#ifndef KVIK_TEST_H
+#define KVIK_TEST_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+    struct test_case *next;
+};
+
+void test_register(struct test_case *tc);
+void test_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Marks the running test skipped (counted apart; not a failure). */
+void test_skip(const char *why);
+bool test_failed(void);
+
+/* Paths from the environment the Makefile sets (never NULL; "" if unset). */
+const char *test_env(const char *name);
+
+/* Deterministic random numbers for tests (xorshift64*). */
+uint64_t test_rand_u64(uint64_t *state);
+float test_rand_uniform(uint64_t *state, float lo, float hi);
+
+#define TEST(name)                                                                  \
+    static void test_##name(void);                                                  \
+    __attribute__((constructor)) static void test_register_##name(void) {           \
+        static struct test_case tc = {#name, test_##name, NULL};                    \
+        test_register(&tc);                                                         \
+    }                                                                               \
+    static void test_##name(void)
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);             \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                        \
+    do {                                                                            \
+        if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__);                    \
+    } while (0)
+
+#define REQUIRE(cond)                                                               \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);                    \
+            return;                                                                 \
+        }                                                                           \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                          \
+    do {                                                                            \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                       \
+        if (va_ != vb_)                                                             \
+            test_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, va_, vb_); \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                             \
+    do {                                                                            \
+        const char *sa_ = (a), *sb_ = (b);                                          \
+        if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0)                                  \
+            test_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,     \
+                      sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                  \
+    } while (0)
+
+#endif /* KVIK_TEST_H */

@@ -1,0 +1,88 @@
+/*
+ * test_base.c — half-precision conversions and the thread pool.
+ */
+#include <stdatomic.h>
+
+#include "base/base.h"
+#include "test.h"
+
+TEST(fp16_roundtrip_all_halves) {
+    /* Every finite half converts to float and back to itself. */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) { /* NaN: stays NaN */
+            if (!isnan(fp16_to_fp32((uint16_t)h))) bad++;
+            continue;
+        }
+        if (fp32_to_fp16(fp16_to_fp32((uint16_t)h)) != h) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+TEST(fp16_rounding_matches_hardware_semantics) {
+    /* Ties go to even, overflow to inf, tiny values to zero or subnormals. */
+    CHECK_EQ_INT(fp32_to_fp16(1.0f), 0x3c00);
+    CHECK_EQ_INT(fp32_to_fp16(65504.0f), 0x7bff);
+    CHECK_EQ_INT(fp32_to_fp16(65519.99f), 0x7bff);
+    CHECK_EQ_INT(fp32_to_fp16(65520.0f), 0x7c00);
+    CHECK_EQ_INT(fp32_to_fp16(-1e9f), 0xfc00);
+    CHECK_EQ_INT(fp32_to_fp16(ldexpf(1.0f, -24)), 0x0001);
+    CHECK_EQ_INT(fp32_to_fp16(ldexpf(1.0f, -25)), 0x0000);               /* tie -> even 0 */
+    CHECK_EQ_INT(fp32_to_fp16(ldexpf(1.5f, -24)), 0x0002);               /* tie -> even 2 */
+    CHECK_EQ_INT(fp32_to_fp16(1.0f + ldexpf(1.0f, -11)), 0x3c00);        /* tie -> even */
+    CHECK_EQ_INT(fp32_to_fp16(1.0f + ldexpf(3.0f, -11)), 0x3c02);        /* tie -> even */
+    CHECK(fp16_to_fp32(0x0001) == ldexpf(1.0f, -24));
+    CHECK(fp16_to_fp32(0x8000) == 0.0f && signbit(fp16_to_fp32(0x8000)));
+}
+
+TEST(bf16_rounding) {
+    CHECK_EQ_INT(fp32_to_bf16(1.0f), 0x3f80);
+    CHECK_EQ_INT(fp32_to_bf16(f32_from_bits(0x3f808000u)), 0x3f80); /* tie -> even */
+    CHECK_EQ_INT(fp32_to_bf16(f32_from_bits(0x3f818000u)), 0x3f82); /* tie -> even */
+    CHECK(isnan(bf16_to_fp32(fp32_to_bf16(NAN))));
+    CHECK(bf16_to_fp32(0x4049) == f32_from_bits(0x40490000u));
+}
+
+struct pool_sum {
+    atomic_long total;
+    atomic_int calls[8];
+};
+
+static void pool_sum_fn(void *arg, int ith, int nth) {
+    struct pool_sum *s = arg;
+    long local = 0;
+    for (long i = ith; i < 100000; i += nth) local += i;
+    atomic_fetch_add(&s->total, local);
+    atomic_fetch_add(&s->calls[ith], 1);
+}
+
+TEST(pool_runs_every_thread_once_per_call) {
+    for (int n = 1; n <= 4; n++) {
+        struct kvik_err err;
+        struct pool *pool = pool_create(n, &err);
+        REQUIRE(pool);
+        CHECK_EQ_INT(pool_size(pool), n);
+        for (int rep = 0; rep < 500; rep++) {
+            struct pool_sum s = {0};
+            pool_run(pool, pool_sum_fn, &s);
+            CHECK_EQ_INT(atomic_load(&s.total), 4999950000L);
+            for (int i = 0; i < n; i++) CHECK_EQ_INT(atomic_load(&s.calls[i]), 1);
+            if (test_failed()) break;
+        }
+        pool_free(pool);
+    }
+}
+
+TEST(pool_rejects_bad_sizes) {
+    struct kvik_err err = {0};
+    CHECK(pool_create(0, &err) == NULL);
+    CHECK_EQ_INT(err.code, KVIK_ERR_INVALID_ARG);
+    CHECK(pool_create(100000, &err) == NULL);
+}
+
+TEST(cpu_features_consistent) {
+    const struct cpu_features *f = cpu_features_get();
+    if (f->avx512vnni) CHECK(f->avx512f && f->os_avx512);
+    if (f->avx2) CHECK(f->os_avx);
+    CHECK(cpu_count() >= 1);
+}
