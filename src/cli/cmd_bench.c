@@ -1,11 +1,181 @@
-/* cmd_bench.c — `kvik bench` (placeholder). */
+/*
+ * cmd_bench.c — `kvik bench kernels`: measures the machine's read bandwidth,
+ * then mat-vec throughput per weight type (GB/s of weights and % of that
+ * bandwidth) and mat-mat throughput for a batch of activation rows (int8
+ * GOP/s and % of the ISA's peak).
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "tools/bench.h"
+
+static const int k_types[] = {
+    TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0,
+    TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
+    TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_F32,
+};
+#define N_TYPES ((int)(sizeof k_types / sizeof k_types[0]))
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
+            "                          [--quick]\n"
+            "  -t N          threads (default: all CPUs)\n"
+            "  --types LIST  comma-separated weight types (default: all with kernels)\n"
+            "  --isa NAME    scalar, avx2 or avx512 (default: the best this CPU runs)\n"
+            "  --reps N      repetitions per measurement, median kept (default 7)\n"
+            "  --quick       small buffers (for smoke tests; numbers are not meaningful)\n"
+            "  --json        one JSON object on stdout\n");
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* Parses "q4_0,q8_0" into types[]; returns count or -1 with a message. */
+static int parse_types(const char *list, int *types, int max) {
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int t = tensor_type_from_name(tok);
+        if (t < 0 || !tensor_kernels_best()->vec_dot[t]) {
+            fprintf(stderr, "kvik bench: unknown or unsupported weight type '%s'\n", tok);
+            return -1;
+        }
+        if (n == max) break;
+        types[n++] = t;
+    }
+    return n;
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kvik bench: not built yet\n");
-    return 1;
+    if (argc < 2 || strcmp(argv[1], "kernels") != 0) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "kvik bench: expected 'kernels' (try kvik bench --help)\n");
+        return 2;
+    }
+    struct bench_params p;
+    bench_default_params(&p);
+    p.threads = cpu_count();
+    bool json = false;
+    int types[N_TYPES], n_types = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        long v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--quick")) {
+            p.bandwidth_bytes = (size_t)64 << 20;
+            p.matvec_bytes = (size_t)16 << 20;
+            p.matmul_rows = 64;
+            p.matmul_tokens = 64;
+            p.reps = 3;
+        } else if (!strcmp(a, "-t") && i + 1 < argc) {
+            if (!parse_int(argv[++i], 1, 1024, &v)) {
+                fprintf(stderr, "kvik bench: -t expects a thread count 1..1024, got '%s'\n", argv[i]);
+                return 2;
+            }
+            p.threads = (int)v;
+        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
+            if (!parse_int(argv[++i], 1, 64, &v)) {
+                fprintf(stderr, "kvik bench: --reps expects 1..64, got '%s'\n", argv[i]);
+                return 2;
+            }
+            p.reps = (int)v;
+        } else if (!strcmp(a, "--types") && i + 1 < argc) {
+            if ((n_types = parse_types(argv[++i], types, N_TYPES)) < 0) return 2;
+        } else if (!strcmp(a, "--isa") && i + 1 < argc) {
+            const char *name = argv[++i];
+            enum tensor_isa isa = !strcmp(name, "scalar") ? TENSOR_ISA_SCALAR
+                                  : !strcmp(name, "avx2") ? TENSOR_ISA_AVX2
+                                  : !strcmp(name, "avx512") ? TENSOR_ISA_AVX512
+                                  : TENSOR_ISA_COUNT;
+            if (isa == TENSOR_ISA_COUNT || !(p.kernels = tensor_kernels_get(isa))) {
+                fprintf(stderr, "kvik bench: ISA '%s' unknown or not supported by this CPU\n", name);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "kvik bench: unknown argument '%s' (try kvik bench --help)\n", a);
+            return 2;
+        }
+    }
+    if (!p.kernels) p.kernels = tensor_kernels_best();
+    if (n_types == 0) {
+        for (int i = 0; i < N_TYPES; i++) types[n_types++] = k_types[i];
+    }
+
+    struct kvik_err err = {0};
+    struct pool *pool = pool_create(p.threads, &err);
+    if (!pool) {
+        fprintf(stderr, "kvik bench: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 1;
+    double bw;
+    if (bench_read_bandwidth(pool, &p, &bw, &err)) goto fail;
+    const char *basis = "";
+    double peak = bench_int8_peak_gops(p.kernels, p.threads, &basis);
+
+    if (json) {
+        printf("{\"isa\":\"%s\",\"threads\":%d,\"reps\":%d,\"read_bandwidth_gbs\":%.2f,"
+               "\"int8_peak_gops\":%.1f,\"matvec\":[",
+               p.kernels->name, p.threads, p.reps, bw, peak);
+    } else {
+        printf("kvik bench kernels: isa %s, %d threads, median of %d\n", p.kernels->name, p.threads, p.reps);
+        printf("read bandwidth: %.2f GB/s (%zu MiB buffer)\n\n", bw, p.bandwidth_bytes >> 20);
+        printf("mat-vec (weights ~%zu MiB, %lld columns)\n", p.matvec_bytes >> 20, (long long)p.matvec_cols);
+        printf("  %-6s %8s %10s %9s %8s\n", "type", "rows", "time ms", "GB/s", "% bw");
+    }
+    for (int i = 0; i < n_types; i++) {
+        struct bench_matvec_result r;
+        if (bench_matvec(pool, &p, types[i], &r, &err)) goto fail;
+        if (json)
+            printf("%s{\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"seconds\":%.6f,\"gbs\":%.2f,"
+                   "\"pct_bandwidth\":%.1f}",
+                   i ? "," : "", tensor_type_name(r.type), (long long)r.rows, (long long)r.cols, r.seconds,
+                   r.gbs, 100.0 * r.gbs / bw);
+        else
+            printf("  %-6s %8lld %10.2f %9.2f %7.1f%%\n", tensor_type_name(r.type), (long long)r.rows,
+                   r.seconds * 1e3, r.gbs, 100.0 * r.gbs / bw);
+        fflush(stdout);
+    }
+    if (json) {
+        printf("],\"matmul\":[");
+    } else {
+        printf("\nmat-mat (%lld x %lld weights, %lld activation rows); peak %.0f GOP/s = %s\n",
+               (long long)p.matmul_rows, (long long)p.matmul_cols, (long long)p.matmul_tokens, peak, basis);
+        printf("  %-6s %10s %9s %8s\n", "type", "time ms", "GOP/s", "% peak");
+    }
+    for (int i = 0; i < n_types; i++) {
+        struct bench_matmul_result r;
+        if (bench_matmul(pool, &p, types[i], &r, &err)) goto fail;
+        double pct = peak > 0 ? 100.0 * r.gops / peak : 0;
+        if (json)
+            printf("%s{\"type\":\"%s\",\"rows\":%lld,\"cols\":%lld,\"tokens\":%lld,\"seconds\":%.6f,"
+                   "\"gops\":%.2f,\"pct_peak\":%.1f}",
+                   i ? "," : "", tensor_type_name(r.type), (long long)r.rows, (long long)r.cols,
+                   (long long)r.tokens, r.seconds, r.gops, pct);
+        else
+            printf("  %-6s %10.2f %9.1f %7.1f%%\n", tensor_type_name(r.type), r.seconds * 1e3, r.gops, pct);
+        fflush(stdout);
+    }
+    if (json) printf("]}\n");
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "kvik bench: %s\n", err.msg);
+    pool_free(pool);
+    return rc;
 }

@@ -1,4 +1,63 @@
-/* dispatch.c — placeholder. */
-#include "tensor/tensor.h"
+/*
+ * dispatch.c — one kernel table per instruction set, and the choice of the
+ * best one for this CPU, made once. KVIK_ISA=scalar|avx2|avx512 in the
+ * environment caps the choice (tests and benchmarks use it to compare paths
+ * in one binary).
+ */
+#include <pthread.h>
+#include <stdlib.h>
 
-const char *kvik_cpu_isa(void) { return "scalar"; }
+#include "tensor/kernels.h"
+
+static struct tensor_kernels g_tables[TENSOR_ISA_COUNT];
+static bool g_supported[TENSOR_ISA_COUNT];
+static const struct tensor_kernels *g_best;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_tables(void) {
+    tensor_kernels_init_scalar(&g_tables[TENSOR_ISA_SCALAR]);
+    g_supported[TENSOR_ISA_SCALAR] = true;
+#ifndef KVIK_NO_SIMD
+    const struct cpu_features *f = cpu_features_get();
+    /* The SIMD tables reuse the scalar activation quantizers. */
+    for (int isa = TENSOR_ISA_AVX2; isa < TENSOR_ISA_COUNT; isa++)
+        memcpy(g_tables[isa].quantize, g_tables[TENSOR_ISA_SCALAR].quantize,
+               sizeof g_tables[isa].quantize);
+    if (f->avx2 && f->fma && f->f16c) {
+        tensor_kernels_init_avx2(&g_tables[TENSOR_ISA_AVX2]);
+        g_supported[TENSOR_ISA_AVX2] = true;
+    }
+    if (g_supported[TENSOR_ISA_AVX2] && f->avx512f && f->avx512bw && f->avx512vl &&
+        f->avx512dq && f->avx512vnni) {
+        tensor_kernels_init_avx512(&g_tables[TENSOR_ISA_AVX512]);
+        g_supported[TENSOR_ISA_AVX512] = true;
+    }
+#endif
+    int cap = TENSOR_ISA_COUNT - 1;
+    const char *env = getenv("KVIK_ISA");
+    if (env) {
+        if (!strcmp(env, "scalar")) cap = TENSOR_ISA_SCALAR;
+        else if (!strcmp(env, "avx2")) cap = TENSOR_ISA_AVX2;
+        else if (!strcmp(env, "avx512")) cap = TENSOR_ISA_AVX512;
+        else log_warn("KVIK_ISA=%s not recognised (scalar, avx2, avx512); ignored", env);
+    }
+    for (int isa = cap; isa >= 0; isa--) {
+        if (g_supported[isa]) {
+            g_best = &g_tables[isa];
+            break;
+        }
+    }
+}
+
+const struct tensor_kernels *tensor_kernels_get(enum tensor_isa isa) {
+    pthread_once(&g_once, init_tables);
+    if ((int)isa < 0 || isa >= TENSOR_ISA_COUNT || !g_supported[isa]) return NULL;
+    return &g_tables[isa];
+}
+
+const struct tensor_kernels *tensor_kernels_best(void) {
+    pthread_once(&g_once, init_tables);
+    return g_best;
+}
+
+const char *kvik_cpu_isa(void) { return tensor_kernels_best()->name; }

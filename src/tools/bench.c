@@ -1,0 +1,211 @@
+/*
+ * bench.c — measurements behind `kvik bench kernels`.
+ *
+ * Read bandwidth: every thread sums its slice of a buffer several times the
+ * size of the last-level cache, with eight independent accumulators so the
+ * loop is bound by loads, not by additions. Mat-vec: a weight matrix of
+ * similar size (so it streams from DRAM, as a model's weights do during
+ * decode) times one activation vector; achieved GB/s counts weight bytes
+ * only. Mat-mat: a cache-resident matrix times p->matmul_tokens activation
+ * rows (prefill); GOP/s counts 2 ops per weight per token.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tensor/fill.h"
+#include "tools/bench.h"
+
+void bench_default_params(struct bench_params *p) {
+    *p = (struct bench_params){
+        .threads = 2,
+        .reps = 7,
+        .bandwidth_bytes = (size_t)2 << 30,
+        .matvec_bytes = (size_t)1 << 30,
+        .matvec_cols = 4096,
+        .matmul_rows = 1024,
+        .matmul_cols = 4096,
+        .matmul_tokens = 512,
+        .kernels = NULL,
+    };
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct read_job {
+    const uint64_t *data;
+    size_t n; /* uint64 words */
+    uint64_t sums[64];
+};
+
+static void read_worker(void *arg, int ith, int nth) {
+    struct read_job *job = arg;
+    size_t per = (job->n / (size_t)nth) & ~(size_t)7;
+    const uint64_t *p = job->data + per * (size_t)ith;
+    size_t n = ith == nth - 1 ? job->n - per * (size_t)ith : per;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
+        a4 += p[i + 4], a5 += p[i + 5], a6 += p[i + 6], a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    job->sums[ith & 63] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+kvik_status bench_read_bandwidth(struct pool *pool, const struct bench_params *p, double *gbs,
+                                 struct kvik_err *err) {
+    uint64_t *buf = mem_alloc_aligned(p->bandwidth_bytes);
+    if (!buf) return err_set(err, KVIK_ERR_NOMEM, "bandwidth buffer of %zu bytes", p->bandwidth_bytes);
+    size_t n = p->bandwidth_bytes / 8;
+    for (size_t i = 0; i < n; i += 512) buf[i] = i; /* distinct, touched pages */
+    struct read_job job = {.data = buf, .n = n};
+    pool_run(pool, read_worker, &job); /* warm-up: fault in, settle clocks */
+    double t[64];
+    int reps = p->reps < 64 ? p->reps : 64;
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = clock_ns();
+        pool_run(pool, read_worker, &job);
+        t[r] = (double)(clock_ns() - t0) * 1e-9;
+    }
+    *gbs = (double)p->bandwidth_bytes / median(t, reps) / 1e9;
+    mem_free(buf);
+    return KVIK_OK;
+}
+
+kvik_status bench_matvec(struct pool *pool, const struct bench_params *p, int type,
+                         struct bench_matvec_result *out, struct kvik_err *err) {
+    const struct tensor_kernels *k = p->kernels ? p->kernels : tensor_kernels_best();
+    int64_t cols = p->matvec_cols;
+    size_t row_bytes = tensor_row_size(type, cols);
+    if (!row_bytes || !k->vec_dot[type])
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "no %s mat-vec kernel", tensor_type_name(type));
+    int64_t rows = (int64_t)(p->matvec_bytes / row_bytes);
+    if (rows < 1) rows = 1;
+    size_t wbytes = row_bytes * (size_t)rows;
+    void *w = mem_alloc_aligned(wbytes);
+    float *x = mem_alloc_aligned((size_t)cols * sizeof(float));
+    float *y = mem_alloc_aligned((size_t)rows * sizeof(float));
+    void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, 1));
+    kvik_status st = KVIK_ERR_NOMEM;
+    if (!w || !x || !y || !scratch) {
+        err_set(err, st, "mat-vec buffers of %zu bytes", wbytes);
+        goto done;
+    }
+    st = tensor_fill_random(type, w, rows, cols, row_bytes, TENSOR_FILL_QUANTIZED, (uint64_t)type);
+    if (st) {
+        err_set(err, st, "filling %s weights", tensor_type_name(type));
+        goto done;
+    }
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = row_bytes, .data = w};
+    tensor_matmul(pool, k, &m, x, cols, y, rows, 1, scratch); /* warm-up */
+    double t[64];
+    int reps = p->reps < 64 ? p->reps : 64;
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = clock_ns();
+        st = tensor_matmul(pool, k, &m, x, cols, y, rows, 1, scratch);
+        t[r] = (double)(clock_ns() - t0) * 1e-9;
+        if (st) {
+            err_set(err, st, "%s mat-vec failed", tensor_type_name(type));
+            goto done;
+        }
+    }
+    *out = (struct bench_matvec_result){.type = type, .rows = rows, .cols = cols, .bytes = (double)wbytes};
+    out->seconds = median(t, reps);
+    out->gbs = out->bytes / out->seconds / 1e9;
+done:
+    mem_free(w), mem_free(x), mem_free(y), mem_free(scratch);
+    return st;
+}
+
+kvik_status bench_matmul(struct pool *pool, const struct bench_params *p, int type,
+                         struct bench_matmul_result *out, struct kvik_err *err) {
+    const struct tensor_kernels *k = p->kernels ? p->kernels : tensor_kernels_best();
+    int64_t rows = p->matmul_rows, cols = p->matmul_cols, ntok = p->matmul_tokens;
+    size_t row_bytes = tensor_row_size(type, cols);
+    if (!row_bytes || !k->vec_dot[type])
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "no %s mat-mat kernel", tensor_type_name(type));
+    void *w = mem_alloc_aligned(row_bytes * (size_t)rows);
+    float *x = mem_alloc_aligned((size_t)(cols * ntok) * sizeof(float));
+    float *y = mem_alloc_aligned((size_t)(rows * ntok) * sizeof(float));
+    void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, ntok));
+    kvik_status st = KVIK_ERR_NOMEM;
+    if (!w || !x || !y || !scratch) {
+        err_set(err, st, "mat-mat buffers");
+        goto done;
+    }
+    st = tensor_fill_random(type, w, rows, cols, row_bytes, TENSOR_FILL_QUANTIZED, (uint64_t)type);
+    if (st) {
+        err_set(err, st, "filling %s weights", tensor_type_name(type));
+        goto done;
+    }
+    for (int64_t i = 0; i < cols * ntok; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = row_bytes, .data = w};
+    tensor_matmul(pool, k, &m, x, cols, y, rows, ntok, scratch);
+    double t[64];
+    int reps = p->reps < 64 ? p->reps : 64;
+    if (reps > 5) reps = 5; /* each repetition is long; five give a stable median */
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = clock_ns();
+        st = tensor_matmul(pool, k, &m, x, cols, y, rows, ntok, scratch);
+        t[r] = (double)(clock_ns() - t0) * 1e-9;
+        if (st) {
+            err_set(err, st, "%s mat-mat failed", tensor_type_name(type));
+            goto done;
+        }
+    }
+    *out = (struct bench_matmul_result){.type = type, .rows = rows, .cols = cols, .tokens = ntok};
+    out->seconds = median(t, reps);
+    out->gops = 2.0 * (double)rows * (double)cols * (double)ntok / out->seconds / 1e9;
+done:
+    mem_free(w), mem_free(x), mem_free(y), mem_free(scratch);
+    return st;
+}
+
+/* Nominal clock from /proc/cpuinfo ("cpu MHz"), in GHz; 0 if unknown. */
+static double cpu_ghz(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double mhz = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "cpu MHz", 7)) {
+            const char *c = strchr(line, ':');
+            if (c) mhz = atof(c + 1);
+            break;
+        }
+    }
+    fclose(f);
+    return mhz / 1000.0;
+}
+
+double bench_int8_peak_gops(const struct tensor_kernels *k, int threads, const char **basis) {
+    double ghz = cpu_ghz();
+    /* int8 multiply-adds per cycle per core of the instructions the kernels
+     * use: two 256-bit vpdpbusd (2 x 32) with VNNI; two 256-bit vpmaddubsw
+     * (2 x 32) with AVX2, which then need a vpmaddwd as well. */
+    double macs = 0;
+    switch (k->isa) {
+    case TENSOR_ISA_AVX512:
+        macs = 64;
+        *basis = "2 x 256-bit vpdpbusd per cycle per core at the nominal clock";
+        break;
+    case TENSOR_ISA_AVX2:
+        macs = 64;
+        *basis = "2 x 256-bit vpmaddubsw per cycle per core at the nominal clock";
+        break;
+    default:
+        macs = 2;
+        *basis = "2 scalar multiply-adds per cycle per core at the nominal clock";
+        break;
+    }
+    return ghz * macs * 2.0 * threads;
+}

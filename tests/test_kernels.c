@@ -1,0 +1,263 @@
+/*
+ * test_kernels.c — every vec_dot kernel of every ISA against references.
+ *
+ * 1. The scalar kernel against a double-precision dot product of the
+ *    dequantized weights and activations (to_float, itself checked bit for
+ *    bit against the gguf package in test_types.c).
+ * 2. Each SIMD kernel against the scalar kernel on the same bytes.
+ * 3. tensor_matmul against direct vec_dot calls, bit for bit, at several
+ *    thread counts and batch sizes (this is also the batch-invariance check).
+ *
+ * Tolerance. Both sides of a comparison sum the same per-block terms in a
+ * different order (the scalar kernel block by block; SIMD kernels in vector
+ * lanes, with min/offset terms summed apart). Summing m terms in any order
+ * is within (m - 1)·eps·Σ|term| of the exact sum, so two orders differ by at
+ * most 2(m - 1)·eps·Σ|term|; each term carries a few more roundings from its
+ * scale products. We bound Σ|term| by Σ|x_i|·|y_i| over the dequantized
+ * values and allow 4·(m + 8)·eps·Σ|x_i y_i| — the factor 4 covers the split
+ * of K-quant terms into a scale part and a min part of similar magnitude.
+ */
+#include <float.h>
+#include <stdlib.h>
+
+#include "tensor/fill.h"
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+#include "test.h"
+
+static const int k_weight_types[] = {
+    TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1,
+    TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q2_K, TENSOR_TYPE_Q3_K,
+    TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K,
+};
+#define N_WEIGHT_TYPES ((int)(sizeof k_weight_types / sizeof k_weight_types[0]))
+
+/* A weight row of n values: random bits in the quants (every pattern is
+ * legal) with finite, moderate scales; random values for float types. */
+static void *random_weights(int type, int64_t n, uint64_t *rng) {
+    size_t bytes = tensor_row_size(type, n);
+    uint8_t *buf = mem_alloc_aligned(bytes);
+    tensor_fill_random(type, buf, 1, n, bytes, TENSOR_FILL_BITS, test_rand_u64(rng));
+    return buf;
+}
+
+static float *random_floats(int64_t n, uint64_t *rng) {
+    float *x = mem_alloc_aligned((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = test_rand_uniform(rng, -1, 1);
+    if (n > 3) x[n / 3] = 12.5f; /* an outlier, as real activations have */
+    return x;
+}
+
+/* Activations for a weight type: floats quantized to its vec_dot_type. */
+static void *make_activations(int type, const float *xf, int64_t n) {
+    int vt = tensor_type_traits(type)->vec_dot_type;
+    if (vt == TENSOR_TYPE_F32) {
+        float *c = mem_alloc_aligned((size_t)n * sizeof(float));
+        memcpy(c, xf, (size_t)n * sizeof(float));
+        return c;
+    }
+    void *q = mem_alloc_aligned(tensor_row_size(vt, n));
+    tensor_kernels_get(TENSOR_ISA_SCALAR)->quantize[vt](xf, q, n);
+    return q;
+}
+
+static double *dequantize(int type, const void *x, int64_t n) {
+    float *f = mem_alloc_aligned((size_t)n * sizeof(float));
+    double *d = mem_alloc_aligned((size_t)n * sizeof(double));
+    if (type == TENSOR_TYPE_F32) memcpy(f, x, (size_t)n * sizeof(float));
+    else tensor_type_traits(type)->to_float(x, f, n);
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    mem_free(f);
+    return d;
+}
+
+static double tolerance(int type, int64_t n, double abs_dot) {
+    int64_t m = n / tensor_type_traits(type)->block_size;
+    return 4.0 * (double)(m + 8) * FLT_EPSILON * abs_dot + 1e-30;
+}
+
+static const int64_t k_sizes_float[] = {1, 7, 8, 15, 16, 17, 33, 100, 1000, 4099};
+static const int64_t k_blocks[] = {1, 2, 3, 7, 16, 65};
+
+/* Runs check(type, n) over the sizes that make sense for the type. */
+static void for_each_case(void (*check)(int type, int64_t n, uint64_t *rng)) {
+    uint64_t rng = 0x1234567;
+    for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+        int type = k_weight_types[ti];
+        const struct type_traits *tt = tensor_type_traits(type);
+        if (!tt || !tt->to_float) {
+            test_fail(__FILE__, __LINE__, "type %d has no traits/to_float", type);
+            continue;
+        }
+        if (tt->block_size == 1) {
+            for (size_t i = 0; i < sizeof k_sizes_float / sizeof *k_sizes_float; i++)
+                check(type, k_sizes_float[i], &rng);
+        } else {
+            for (size_t i = 0; i < sizeof k_blocks / sizeof *k_blocks; i++)
+                for (int rep = 0; rep < 4; rep++) check(type, k_blocks[i] * tt->block_size, &rng);
+        }
+    }
+}
+
+/* Q4_1/Q5_1 x Q8_1 use the activation block sum s, stored as f16, for the
+ * min term m * sum(y): that rounding (half an f16 ulp, 2^-11 relative) is
+ * part of the format, not of the kernel, so the bound against the exact dot
+ * grows by sum_b |m_b * s_b| * 2^-11. */
+static double q8_1_sum_rounding(int type, const void *w, const void *a, int64_t n) {
+    if (type != TENSOR_TYPE_Q4_1 && type != TENSOR_TYPE_Q5_1) return 0;
+    const struct type_traits *tt = tensor_type_traits(type);
+    const block_q8_1 *y = a;
+    double bound = 0;
+    for (int64_t b = 0; b < n / QK; b++) {
+        uint16_t m;
+        memcpy(&m, (const uint8_t *)w + (size_t)b * tt->type_size + 2, 2);
+        bound += fabs((double)fp16_to_fp32(m) * fp16_to_fp32(y[b].s)) * ldexp(1.0, -11);
+    }
+    return bound;
+}
+
+static void check_scalar_vs_double(int type, int64_t n, uint64_t *rng) {
+    void *w = random_weights(type, n, rng);
+    float *xf = random_floats(n, rng);
+    void *a = make_activations(type, xf, n);
+    double *wd = dequantize(type, w, n);
+    double *ad = dequantize(tensor_type_traits(type)->vec_dot_type, a, n);
+    double exact = 0, abs_dot = 0;
+    for (int64_t i = 0; i < n; i++) {
+        exact += wd[i] * ad[i];
+        abs_dot += fabs(wd[i] * ad[i]);
+    }
+    float got;
+    tensor_kernels_get(TENSOR_ISA_SCALAR)->vec_dot[type](n, &got, w, a);
+    double tol = tolerance(type, n, abs_dot) + q8_1_sum_rounding(type, w, a, n);
+    CHECK_MSG(fabs(got - exact) <= tol, "%s n=%lld: scalar %.9g vs dequantized %.9g (tol %.3g)",
+              tensor_type_name(type), (long long)n, got, exact, tol);
+    mem_free(w), mem_free(xf), mem_free(a), mem_free(wd), mem_free(ad);
+}
+
+TEST(vec_dot_scalar_matches_dequantized_dot) { for_each_case(check_scalar_vs_double); }
+
+static enum tensor_isa g_isa;
+
+static void check_simd_vs_scalar(int type, int64_t n, uint64_t *rng) {
+    const struct tensor_kernels *k = tensor_kernels_get(g_isa);
+    void *w = random_weights(type, n, rng);
+    float *xf = random_floats(n, rng);
+    void *a = make_activations(type, xf, n);
+    double *wd = dequantize(type, w, n);
+    double *ad = dequantize(tensor_type_traits(type)->vec_dot_type, a, n);
+    double abs_dot = 0;
+    for (int64_t i = 0; i < n; i++) abs_dot += fabs(wd[i] * ad[i]);
+    float ref, got;
+    tensor_kernels_get(TENSOR_ISA_SCALAR)->vec_dot[type](n, &ref, w, a);
+    if (!k->vec_dot[type]) {
+        test_fail(__FILE__, __LINE__, "%s: no %s kernel", k->name, tensor_type_name(type));
+    } else {
+        k->vec_dot[type](n, &got, w, a);
+        double tol = tolerance(type, n, abs_dot);
+        CHECK_MSG(fabs((double)got - ref) <= tol, "%s %s n=%lld: %.9g vs scalar %.9g (tol %.3g)",
+                  k->name, tensor_type_name(type), (long long)n, got, ref, tol);
+    }
+    mem_free(w), mem_free(xf), mem_free(a), mem_free(wd), mem_free(ad);
+}
+
+static void simd_vs_scalar(enum tensor_isa isa) {
+    if (!tensor_kernels_get(isa)) {
+        test_skip("this CPU lacks the instruction set");
+        return;
+    }
+    g_isa = isa;
+    for_each_case(check_simd_vs_scalar);
+}
+
+TEST(vec_dot_avx2_matches_scalar) { simd_vs_scalar(TENSOR_ISA_AVX2); }
+TEST(vec_dot_avx512_matches_scalar) { simd_vs_scalar(TENSOR_ISA_AVX512); }
+
+TEST(vec_dot_signed_extremes) {
+    /* Q8_0 weights of -128 and activations at ±127: the sign trick must not
+     * overflow. Every SIMD table must give the exact integer result. */
+    block_q8_0 w[4], a[4];
+    for (int b = 0; b < 4; b++) {
+        w[b].d = fp32_to_fp16(1.0f);
+        a[b].d = fp32_to_fp16(1.0f);
+        for (int i = 0; i < QK; i++) {
+            w[b].qs[i] = (int8_t)((i & 1) ? -128 : 127);
+            a[b].qs[i] = (int8_t)((i & 2) ? -127 : 127);
+        }
+    }
+    int64_t expect = 0;
+    for (int b = 0; b < 4; b++)
+        for (int i = 0; i < QK; i++) expect += (int64_t)w[b].qs[i] * a[b].qs[i];
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        float got;
+        k->vec_dot[TENSOR_TYPE_Q8_0](4 * QK, &got, w, a);
+        CHECK_MSG(got == (float)expect, "%s: %g != %lld", k->name, got, (long long)expect);
+    }
+}
+
+/* ---- matmul over the pool ------------------------------------------ */
+
+static void check_matmul(int type, int64_t rows, int64_t cols, int64_t n_tok, int threads) {
+    uint64_t rng = (uint64_t)(type * 7919 + rows * 31 + n_tok);
+    const struct tensor_kernels *k = tensor_kernels_best();
+    const struct type_traits *tt = tensor_type_traits(type);
+    size_t row_bytes = tensor_row_size(type, cols);
+    uint8_t *w = mem_alloc_aligned(row_bytes * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        void *row = random_weights(type, cols, &rng);
+        memcpy(w + (size_t)r * row_bytes, row, row_bytes);
+        mem_free(row);
+    }
+    float *x = random_floats(cols * n_tok, &rng);
+    float *y = mem_alloc_aligned((size_t)(rows * n_tok) * sizeof(float));
+    void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, n_tok));
+    struct kvik_err err;
+    struct pool *pool = pool_create(threads, &err);
+    struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = row_bytes, .data = w};
+    CHECK_EQ_INT(tensor_matmul(pool, k, &m, x, cols, y, rows, n_tok, scratch), KVIK_OK);
+    int bad = 0;
+    for (int64_t t = 0; t < n_tok && !bad; t++) {
+        void *a = make_activations(type, x + t * cols, cols);
+        for (int64_t r = 0; r < rows; r++) {
+            float ref;
+            k->vec_dot[type](cols, &ref, w + (size_t)r * row_bytes, a);
+            if (f32_to_bits(ref) != f32_to_bits(y[t * rows + r])) {
+                test_fail(__FILE__, __LINE__, "%s %lldx%lld tok %lld/%lld row %lld: %g != %g", tt->name,
+                          (long long)rows, (long long)cols, (long long)t, (long long)n_tok,
+                          (long long)r, y[t * rows + r], ref);
+                bad = 1;
+                break;
+            }
+        }
+        mem_free(a);
+    }
+    pool_free(pool);
+    mem_free(w), mem_free(x), mem_free(y), mem_free(scratch);
+}
+
+TEST(matmul_equals_vec_dot_bit_for_bit) {
+    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
+                                TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16,  TENSOR_TYPE_F32};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        int64_t cols = tensor_type_traits(types[i])->block_size == 256 ? 512 : 96;
+        check_matmul(types[i], 37, cols, 1, 2);
+        check_matmul(types[i], 37, cols, 3, 1);
+        check_matmul(types[i], 50, cols, 70, 3);
+    }
+}
+
+TEST(matmul_rejects_unsupported) {
+    const struct tensor_kernels *k = tensor_kernels_best();
+    float x[32], y[4];
+    struct tensor_matrix m = {.type = TENSOR_TYPE_Q8_K, .rows = 1, .cols = 256, .row_bytes = 292, .data = x};
+    struct pool *pool = pool_create(1, NULL);
+    CHECK_EQ_INT(tensor_matmul(pool, k, &m, x, 32, y, 1, 1, NULL), KVIK_ERR_UNSUPPORTED);
+    m.type = 99;
+    CHECK_EQ_INT(tensor_matmul(pool, k, &m, x, 32, y, 1, 1, NULL), KVIK_ERR_UNSUPPORTED);
+    m.type = TENSOR_TYPE_Q4_0;
+    m.cols = 33;
+    CHECK_EQ_INT(tensor_matmul(pool, k, &m, x, 33, y, 1, 1, NULL), KVIK_ERR_INVALID_ARG);
+    pool_free(pool);
+}
