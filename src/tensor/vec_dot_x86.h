@@ -119,23 +119,27 @@ static void vec_dot_bf16(int64_t n, float *restrict s, const void *restrict vx, 
 
 /* ---- legacy 32-weight blocks ----------------------------------------- */
 
+/* (q - 8) * y summed as q*y - 8*y: two unsigned-by-signed dot products,
+ * cheaper than re-centring q and applying the sign trick. */
+static inline __m256i q4_0_block_dot(const block_q4_0 *x, const block_q8_0 *y) {
+    __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i p = dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x->qs), yq);
+    return _mm256_sub_epi32(p, dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(8), yq));
+}
+
 static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
-    const __m256i eight = _mm256_set1_epi8(8);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t nb = n / QK, b = 0;
     for (; b + 2 <= nb; b += 2) {
-        __m256i p0 = dot_s8s8(_mm256_setzero_si256(), _mm256_sub_epi8(unpack_nibbles_32(x[b].qs), eight),
-                              _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m256i p1 = dot_s8s8(_mm256_setzero_si256(), _mm256_sub_epi8(unpack_nibbles_32(x[b + 1].qs), eight),
-                              _mm256_loadu_si256((const __m256i *)y[b + 1].qs));
+        __m256i p0 = q4_0_block_dot(&x[b], &y[b]);
+        __m256i p1 = q4_0_block_dot(&x[b + 1], &y[b + 1]);
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[b].d) * f16(y[b].d)), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f16(x[b + 1].d) * f16(y[b + 1].d)), acc1);
     }
     for (; b < nb; b++) {
-        __m256i p = dot_s8s8(_mm256_setzero_si256(), _mm256_sub_epi8(unpack_nibbles_32(x[b].qs), eight),
-                             _mm256_loadu_si256((const __m256i *)y[b].qs));
+        __m256i p = q4_0_block_dot(&x[b], &y[b]);
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16(x[b].d) * f16(y[b].d)), acc0);
     }
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -264,16 +268,26 @@ static void vec_dot_q3_K(int64_t n, float *restrict s, const void *restrict vx, 
     *s = hsum_ps(acc);
 }
 
-/* Q4_K and Q5_K share the scale/min layout and differ by the fifth bit. */
-static inline void q4_K_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8],
-                                    int32_t *msum) {
-    int32_t m = 0;
-    for (int j = 0; j < 8; j++) {
-        uint8_t mn;
-        k_scale_min(j, scales, &sc[j], &mn);
-        m += mn * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    *msum = m;
+/* Q4_K and Q5_K share the scale/min layout and differ by the fifth bit.
+ * Unpacks the eight 6-bit scales into sc[] and returns
+ * sum_j min_j * (bsums[2j] + bsums[2j+1]), with whole-word bit operations
+ * (see k_scale_min in quants.h for the layout). */
+static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
+    uint32_t w[3], s_lo, s_hi, m_lo, m_hi;
+    memcpy(w, scales, 12);
+    s_lo = w[0] & 0x3f3f3f3fu;
+    s_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    m_lo = w[1] & 0x3f3f3f3fu;
+    m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+    __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
+                                _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    __m128i p = _mm_madd_epi16(mins, bs);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(p);
 }
 
 static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
@@ -284,8 +298,7 @@ static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict vx, 
     float summ = 0.0f;
     for (int64_t b = 0; b < n / QK_K; b++) {
         uint8_t sc[8];
-        int32_t msum;
-        q4_K_scales_mins(x[b].scales, y[b].bsums, sc, &msum);
+        int32_t msum = q4_K_scales_mins(x[b].scales, y[b].bsums, sc);
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
@@ -310,8 +323,7 @@ static void vec_dot_q5_K(int64_t n, float *restrict s, const void *restrict vx, 
     float summ = 0.0f;
     for (int64_t b = 0; b < n / QK_K; b++) {
         uint8_t sc[8];
-        int32_t msum;
-        q4_K_scales_mins(x[b].scales, y[b].bsums, sc, &msum);
+        int32_t msum = q4_K_scales_mins(x[b].scales, y[b].bsums, sc);
         __m256i qh = _mm256_loadu_si256((const __m256i *)x[b].qh);
         __m256i sumi = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
