@@ -7,6 +7,9 @@
 #   make fuzz-run        run each fuzz target for FUZZ_SECONDS (default 60)
 #   make install         PREFIX=/usr/local DESTDIR= : library, kvik.h, kvik.pc, kvik
 #   make deps            install the system packages the build needs (Debian)
+#   make model           fetch the default model into the cache (~/.cache/kvik/models)
+#   make run             build, fetch the default model and run it (today: kvik info;
+#                        generation arrives with the model module)
 #
 # Variables: CC, BUILD (output folder, default build), SAN=1 (sanitizers),
 # OPT (default -O2).
@@ -60,7 +63,7 @@ SONAME := libkvik.so.$(VERSION_MAJOR)
 KVIK := $(BUILD)/kvik
 TESTS := $(BUILD)/kvik-tests
 
-.PHONY: all test asan fuzz fuzz-run install uninstall clean deps check-shared
+.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model run
 all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
@@ -140,6 +143,12 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libkvik.a $(DESTDIR)$(PREFIX)/lib/libkvik.so* \
 	  $(DESTDIR)$(PREFIX)/include/kvik.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvik.pc \
 	  $(DESTDIR)$(PREFIX)/bin/kvik
+
+model:
+	@scripts/fetch-model.sh >/dev/null
+
+run: all
+	@m=$$(scripts/fetch-model.sh) && $(KVIK) info "$$m"
 
 deps:
 	scripts/install-deps.sh build fuzz
