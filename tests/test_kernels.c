@@ -199,9 +199,9 @@ TEST(vec_dot_signed_extremes) {
 
 /* ---- matmul over the pool ------------------------------------------ */
 
-static void check_matmul(int type, int64_t rows, int64_t cols, int64_t n_tok, int threads) {
+static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows, int64_t cols,
+                         int64_t n_tok, int threads) {
     uint64_t rng = (uint64_t)(type * 7919 + rows * 31 + n_tok);
-    const struct tensor_kernels *k = tensor_kernels_best();
     const struct type_traits *tt = tensor_type_traits(type);
     size_t row_bytes = tensor_row_size(type, cols);
     uint8_t *w = mem_alloc_aligned(row_bytes * (size_t)rows);
@@ -224,7 +224,7 @@ static void check_matmul(int type, int64_t rows, int64_t cols, int64_t n_tok, in
             float ref;
             k->vec_dot[type](cols, &ref, w + (size_t)r * row_bytes, a);
             if (f32_to_bits(ref) != f32_to_bits(y[t * rows + r])) {
-                test_fail(__FILE__, __LINE__, "%s %lldx%lld tok %lld/%lld row %lld: %g != %g", tt->name,
+                test_fail(__FILE__, __LINE__, "%s %s %lldx%lld tok %lld/%lld row %lld: %g != %g", k->name, tt->name,
                           (long long)rows, (long long)cols, (long long)t, (long long)n_tok,
                           (long long)r, y[t * rows + r], ref);
                 bad = 1;
@@ -240,11 +240,15 @@ static void check_matmul(int type, int64_t rows, int64_t cols, int64_t n_tok, in
 TEST(matmul_equals_vec_dot_bit_for_bit) {
     static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
                                 TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16,  TENSOR_TYPE_F32};
-    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
-        int64_t cols = tensor_type_traits(types[i])->block_size == 256 ? 512 : 96;
-        check_matmul(types[i], 37, cols, 1, 2);
-        check_matmul(types[i], 37, cols, 3, 1);
-        check_matmul(types[i], 50, cols, 70, 3);
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+            int64_t cols = tensor_type_traits(types[i])->block_size == 256 ? 512 : 96;
+            check_matmul(k, types[i], 37, cols, 1, 2);  /* mat-vec: two-row kernels, odd tail */
+            check_matmul(k, types[i], 37, cols, 3, 1);
+            check_matmul(k, types[i], 50, cols, 70, 3); /* several token blocks */
+        }
     }
 }
 

@@ -31,6 +31,7 @@ struct matmul_job {
     size_t xq_row;
     int64_t n_row_chunks, n_tiles;
     bool prefetch; /* stream weights: prefetch the next row while on this one */
+    vec_dot_x2_fn dot2; /* two-row kernel for small batches, or NULL */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
 };
@@ -52,6 +53,11 @@ static inline void prefetch_row(const uint8_t *p, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
+static inline const void *activation_row(const struct matmul_job *job, int64_t t) {
+    return job->xq ? (const void *)(job->xq + (size_t)t * job->xq_row)
+                   : (const void *)(job->x + t * job->x_stride);
+}
+
 static void matmul_tiles(struct matmul_job *job) {
     vec_dot_fn dot = job->k->vec_dot[job->w->type];
     const struct tensor_matrix *w = job->w;
@@ -62,14 +68,24 @@ static void matmul_tiles(struct matmul_job *job) {
         int64_t rc = tile % job->n_row_chunks, tb = tile / job->n_row_chunks;
         int64_t r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < w->rows ? r0 + ROW_CHUNK : w->rows;
         int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
-        for (int64_t r = r0; r < r1; r++) {
+        int64_t r = r0;
+        if (job->dot2) { /* pairs of rows share the activation work */
+            for (; r + 1 < r1; r += 2) {
+                const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
+                if (job->prefetch && r + 2 < w->rows) prefetch_row(wrow + 2 * w->row_bytes, w->row_bytes);
+                for (int64_t t = t0; t < t1; t++) {
+                    float out[2];
+                    job->dot2(w->cols, out, wrow, w->row_bytes, activation_row(job, t));
+                    job->y[t * job->y_stride + r] = out[0];
+                    job->y[t * job->y_stride + r + 1] = out[1];
+                }
+            }
+        }
+        for (; r < r1; r++) {
             const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
             if (job->prefetch && r + 1 < w->rows) prefetch_row(wrow + w->row_bytes, w->row_bytes);
-            for (int64_t t = t0; t < t1; t++) {
-                const void *xrow = job->xq ? (const void *)(job->xq + (size_t)t * job->xq_row)
-                                           : (const void *)(job->x + t * job->x_stride);
-                dot(w->cols, &job->y[t * job->y_stride + r], wrow, xrow);
-            }
+            for (int64_t t = t0; t < t1; t++)
+                dot(w->cols, &job->y[t * job->y_stride + r], wrow, activation_row(job, t));
         }
     }
 }
@@ -111,6 +127,7 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
         else pool_run(pool, quantize_worker, &job);
     }
     job.prefetch = n_tok <= 4;
+    job.dot2 = n_tok <= 4 ? k->vec_dot_x2[w->type] : NULL;
     job.n_row_chunks = (w->rows + ROW_CHUNK - 1) / ROW_CHUNK;
     job.n_tiles = job.n_row_chunks * ((n_tok + TOK_BLOCK - 1) / TOK_BLOCK);
     pool_run(pool, matmul_worker, &job);

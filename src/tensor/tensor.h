@@ -83,10 +83,16 @@ size_t tensor_row_size(int type, int64_t n);
 
 enum tensor_isa { TENSOR_ISA_SCALAR, TENSOR_ISA_AVX2, TENSOR_ISA_AVX512, TENSOR_ISA_COUNT };
 
+/* s[0..1] = dot of the weight rows at x and x + stride bytes with y; each
+ * equal bit for bit to the single-row vec_dot of the same table. */
+typedef void (*vec_dot_x2_fn)(int64_t n, float *restrict s, const void *restrict x, size_t stride,
+                              const void *restrict y);
+
 struct tensor_kernels {
     const char *name; /* "scalar", "avx2", "avx512-vnni" */
     enum tensor_isa isa;
     vec_dot_fn vec_dot[TENSOR_TYPE_COUNT];       /* NULL: no kernel for that weight type */
+    vec_dot_x2_fn vec_dot_x2[TENSOR_TYPE_COUNT]; /* optional two-row form (mat-vec) */
     from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
 };
 

@@ -25,6 +25,11 @@
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
 
+/* How far ahead of the current block streaming kernels prefetch weights. */
+#ifndef STREAM_PREFETCH_BYTES
+#define STREAM_PREFETCH_BYTES 1024
+#endif
+
 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -133,6 +138,7 @@ static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict vx, 
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t nb = n / QK, b = 0;
     for (; b + 2 <= nb; b += 2) {
+        _mm_prefetch((const char *)(x + b) + STREAM_PREFETCH_BYTES, _MM_HINT_T0);
         __m256i p0 = q4_0_block_dot(&x[b], &y[b]);
         __m256i p1 = q4_0_block_dot(&x[b + 1], &y[b + 1]);
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16(x[b].d) * f16(y[b].d)), acc0);
@@ -143,6 +149,43 @@ static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict vx, 
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16(x[b].d) * f16(y[b].d)), acc0);
     }
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* Two weight rows against one activation row: the activation loads, its
+ * block sums and scales are shared. Each row's arithmetic is exactly that of
+ * vec_dot_q4_0, so s[0] and s[1] equal two single-row calls bit for bit. */
+static void vec_dot_q4_0_x2(int64_t n, float *restrict s, const void *restrict vx, size_t stride,
+                            const void *restrict vy) {
+    const block_q4_0 *x0 = vx, *x1 = (const block_q4_0 *)((const uint8_t *)vx + stride);
+    const block_q8_0 *y = vy;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps();
+    __m256 a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+    int64_t nb = n / QK, b = 0;
+    for (; b < nb; b++) {
+        if (!(b & 1)) {
+            _mm_prefetch((const char *)(x0 + b) + STREAM_PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x1 + b) + STREAM_PREFETCH_BYTES, _MM_HINT_T0);
+        }
+        __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        __m256i ysum = dot_u8s8(_mm256_setzero_si256(), eight, yq);
+        float dy = f16(y[b].d);
+        __m256i p0 = _mm256_sub_epi32(dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x0[b].qs), yq), ysum);
+        __m256i p1 = _mm256_sub_epi32(dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x1[b].qs), yq), ysum);
+        __m256 f0 = _mm256_cvtepi32_ps(p0), f1 = _mm256_cvtepi32_ps(p1);
+        __m256 d0 = _mm256_set1_ps(f16(x0[b].d) * dy), d1 = _mm256_set1_ps(f16(x1[b].d) * dy);
+        /* Even blocks go to the first accumulator and odd ones to the
+         * second, as in vec_dot_q4_0 (its odd tail block is even-indexed). */
+        if (b & 1) {
+            a01 = _mm256_fmadd_ps(f0, d0, a01);
+            a11 = _mm256_fmadd_ps(f1, d1, a11);
+        } else {
+            a00 = _mm256_fmadd_ps(f0, d0, a00);
+            a10 = _mm256_fmadd_ps(f1, d1, a10);
+        }
+    }
+    s[0] = hsum_ps(_mm256_add_ps(a00, a01));
+    s[1] = hsum_ps(_mm256_add_ps(a10, a11));
 }
 
 static void vec_dot_q4_1(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
@@ -390,6 +433,7 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->vec_dot[TENSOR_TYPE_Q4_K] = vec_dot_q4_K;
     k->vec_dot[TENSOR_TYPE_Q5_K] = vec_dot_q5_K;
     k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K;
+    k->vec_dot_x2[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_x2;
 }
 
 #endif /* KVIK_VEC_DOT_X86_H */
