@@ -645,8 +645,17 @@ static const char *tmp_path(const char *name, char *buf, size_t cap) {
     return buf;
 }
 
+/* Removes the temporary folder and whatever a failed test left in it. */
 __attribute__((destructor)) static void remove_tmpdir(void) {
-    if (g_tmpdir[0]) rmdir(g_tmpdir); /* the tests unlink their files */
+    DIR *d = g_tmpdir[0] ? opendir(g_tmpdir) : NULL;
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", g_tmpdir, de->d_name);
+        if (de->d_name[0] != '.') unlink(path);
+    }
+    closedir(d);
+    rmdir(g_tmpdir);
 }
 
 /* A small model-like file: metadata with a long chat template, a vocab,

@@ -9,6 +9,7 @@
  * problem; leaks show under `make asan`) and in `kvik info` (exit status 1,
  * one line on stderr starting "kvik info: ", nothing on stdout).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -253,8 +254,17 @@ static bool setup(void) {
     return true;
 }
 
+/* Removes the temporary folder and whatever a failed check left in it. */
 __attribute__((destructor)) static void remove_dir(void) {
-    if (g_dir[0]) rmdir(g_dir);
+    DIR *d = g_dir[0] ? opendir(g_dir) : NULL;
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", g_dir, de->d_name);
+        if (de->d_name[0] != '.') unlink(path);
+    }
+    closedir(d);
+    rmdir(g_dir);
 }
 
 /* ---- the cases -------------------------------------------------------------------- */

@@ -8,6 +8,9 @@
  *    scripts/gen_quant_ref.py; format in tests/data/README.md);
  *  - from_float against gguf-py's quantized bytes where gguf-py has a
  *    quantizer (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
+ *  - the exact bytes of every reference quantizer on a fixed input, as
+ *    hashes checked once against llama.cpp's ggml (this is what covers Q8_1
+ *    and the K-quants, which gguf-py cannot quantize);
  *  - for every from_float, the round trip dequantize(quantize(x)) stays
  *    within a per-type error bound, and for the symmetric types
  *    quantize(dequantize(q)) gives q back.
@@ -640,4 +643,72 @@ TEST(types_k_quant_requantize_is_stable) {
     free(x);
     free(y);
     free(z);
+}
+
+/*
+ * The reference quantizers' exact bytes, pinned. gguf-py cannot quantize
+ * Q8_1 or the K-quants, so their bytes were checked once against
+ * llama.cpp's own ggml (ggml 0.25.3, built from the llama-cpp-python
+ * 0.3.36 package, calling ggml_quantize_chunk without an importance matrix
+ * and quantize_row_q8_{1,K}_ref): all matched, and these FNV-1a hashes of
+ * the output fix it. The input is made without libm, so it is the same
+ * everywhere. If a change to the quantizers moves a hash, it no longer
+ * writes what llama.cpp writes.
+ */
+static void pinned_input(float *x, int n_blocks) {
+    static const float scales[] = {1e-3f, 0.02f, 1.0f, 30.0f, 1e3f, 4e-5f};
+    uint64_t rng = 0x5EED;
+    for (int b = 0; b < n_blocks; b++) {
+        float *xb = x + (size_t)b * 256;
+        const float s = scales[b % 6];
+        for (int k = 0; k < 256; k++) { /* roughly Gaussian: a sum of four uniforms */
+            float u = 0;
+            for (int r = 0; r < 4; r++) u += test_rand_uniform(&rng, -1.0f, 1.0f);
+            xb[k] = u * s;
+        }
+        switch (b % 8) {
+        case 3: for (int k = 0; k < 256; k++) xb[k] += 2.5f * s; break;   /* shifted */
+        case 5: xb[(b * 37) % 256] = 40.0f * s; break;                   /* an outlier */
+        case 6: if (b % 16 == 6) memset(xb, 0, 256 * sizeof *xb); break; /* all zero */
+        case 7: for (int k = 0; k < 64; k++) xb[k] = 0.0f; break;        /* zero sub-blocks */
+        default: break;
+        }
+    }
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+TEST(types_quantizer_bytes_match_llama_cpp) {
+    static const struct {
+        int type;
+        uint64_t hash;
+    } pinned[] = {
+        {TENSOR_TYPE_Q4_0, 0x83d0d3ba818d85afull}, {TENSOR_TYPE_Q4_1, 0x63224f034df6e9c7ull},
+        {TENSOR_TYPE_Q5_0, 0x24f2e6f97e561f1cull}, {TENSOR_TYPE_Q5_1, 0xf317e9c6a84ab704ull},
+        {TENSOR_TYPE_Q8_0, 0xe86d3f3d9cdfe3c7ull}, {TENSOR_TYPE_Q8_1, 0xcfa192dcd1b1193eull},
+        {TENSOR_TYPE_Q4_K, 0x6c00e4d707b6da76ull}, {TENSOR_TYPE_Q5_K, 0x6b0f1b379f06a0e9ull},
+        {TENSOR_TYPE_Q6_K, 0x2f93ee68fefb5a0bull}, {TENSOR_TYPE_Q8_K, 0x6ce7f62b4c50f1e2ull},
+    };
+    enum { NB = 48, N = NB * 256 };
+    float *x = malloc(N * sizeof *x);
+    pinned_input(x, NB);
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
+        const struct type_traits *t = tensor_type_traits(pinned[i].type);
+        const size_t bytes = tensor_row_size(pinned[i].type, N);
+        uint8_t *q = malloc(bytes);
+        memset(q, 0xAA, bytes);
+        t->from_float(x, q, N);
+        const uint64_t h = fnv1a(q, bytes);
+        CHECK_MSG(h == pinned[i].hash, "%s: output hash 0x%016llx, llama.cpp's 0x%016llx", t->name,
+                  (unsigned long long)h, (unsigned long long)pinned[i].hash);
+        free(q);
+    }
+    free(x);
 }

@@ -60,28 +60,37 @@ static void read_worker(void *arg, int ith, int nth) {
     job->sums[ith & 63] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
 }
 
-kvik_status bench_read_bandwidth(struct pool *pool, const struct bench_params *p, double *gbs,
-                                 struct kvik_err *err) {
-    uint64_t *buf = mem_alloc_aligned(p->bandwidth_bytes);
-    if (!buf) return err_set(err, KVIK_ERR_NOMEM, "bandwidth buffer of %zu bytes", p->bandwidth_bytes);
-    size_t n = p->bandwidth_bytes / 8;
-    for (size_t i = 0; i < n; i += 512) buf[i] = i; /* distinct, touched pages */
-    struct read_job job = {.data = buf, .n = n};
-    pool_run(pool, read_worker, &job); /* warm-up: fault in, settle clocks */
-    double t[64];
-    int reps = p->reps < 64 ? p->reps : 64;
-    for (int r = 0; r < reps; r++) {
-        int64_t t0 = clock_ns();
-        pool_run(pool, read_worker, &job);
-        t[r] = (double)(clock_ns() - t0) * 1e-9;
-    }
-    *gbs = (double)p->bandwidth_bytes / median(t, reps) / 1e9;
-    mem_free(buf);
+kvik_status bench_reader_init(struct bench_reader *r, size_t bytes, struct pool *pool,
+                              struct kvik_err *err) {
+    r->bytes = bytes & ~(size_t)63;
+    r->data = mem_alloc_aligned(r->bytes);
+    if (!r->data) return err_set(err, KVIK_ERR_NOMEM, "bandwidth buffer of %zu bytes", bytes);
+    for (size_t i = 0; i < r->bytes / 8; i += 512) r->data[i] = i; /* distinct, touched pages */
+    bench_read_pass(r, pool); /* warm-up: settle clocks */
     return KVIK_OK;
 }
 
-kvik_status bench_matvec(struct pool *pool, const struct bench_params *p, int type,
-                         struct bench_matvec_result *out, struct kvik_err *err) {
+void bench_reader_free(struct bench_reader *r) {
+    mem_free(r->data);
+    r->data = NULL;
+}
+
+double bench_read_pass(struct bench_reader *r, struct pool *pool) {
+    struct read_job job = {.data = r->data, .n = r->bytes / 8};
+    int64_t t0 = clock_ns();
+    pool_run(pool, read_worker, &job);
+    return (double)r->bytes / ((double)(clock_ns() - t0) * 1e-9) / 1e9;
+}
+
+double bench_read_bandwidth(struct bench_reader *r, struct pool *pool, const struct bench_params *p) {
+    double v[64];
+    int reps = p->reps < 64 ? p->reps : 64;
+    for (int i = 0; i < reps; i++) v[i] = bench_read_pass(r, pool);
+    return median(v, reps);
+}
+
+kvik_status bench_matvec(struct pool *pool, struct bench_reader *reader, const struct bench_params *p,
+                         int type, struct bench_matvec_result *out, struct kvik_err *err) {
     const struct tensor_kernels *k = p->kernels ? p->kernels : tensor_kernels_best();
     int64_t cols = p->matvec_cols;
     size_t row_bytes = tensor_row_size(type, cols);
@@ -107,9 +116,10 @@ kvik_status bench_matvec(struct pool *pool, const struct bench_params *p, int ty
     for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
     struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = row_bytes, .data = w};
     tensor_matmul(pool, k, &m, x, cols, y, rows, 1, scratch); /* warm-up */
-    double t[64];
+    double t[64], bw[64], ratio[64];
     int reps = p->reps < 64 ? p->reps : 64;
     for (int r = 0; r < reps; r++) {
+        bw[r] = bench_read_pass(reader, pool);
         int64_t t0 = clock_ns();
         st = tensor_matmul(pool, k, &m, x, cols, y, rows, 1, scratch);
         t[r] = (double)(clock_ns() - t0) * 1e-9;
@@ -117,10 +127,13 @@ kvik_status bench_matvec(struct pool *pool, const struct bench_params *p, int ty
             err_set(err, st, "%s mat-vec failed", tensor_type_name(type));
             goto done;
         }
+        ratio[r] = (double)wbytes / t[r] / 1e9 / bw[r];
     }
     *out = (struct bench_matvec_result){.type = type, .rows = rows, .cols = cols, .bytes = (double)wbytes};
     out->seconds = median(t, reps);
     out->gbs = out->bytes / out->seconds / 1e9;
+    out->bw_gbs = median(bw, reps);
+    out->pct_bw = 100.0 * median(ratio, reps);
 done:
     mem_free(w), mem_free(x), mem_free(y), mem_free(scratch);
     return st;

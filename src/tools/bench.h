@@ -21,10 +21,22 @@ struct bench_params {
 
 void bench_default_params(struct bench_params *p);
 
-/* Median read bandwidth in GB/s (1e9 bytes/s) over reps passes of
- * p->bandwidth_bytes, read by p->threads threads. */
-kvik_status bench_read_bandwidth(struct pool *pool, const struct bench_params *p, double *gbs,
-                                 struct kvik_err *err);
+/* A buffer for read-bandwidth passes, several times the last-level cache. */
+struct bench_reader {
+    uint64_t *data;
+    size_t bytes;
+};
+
+kvik_status bench_reader_init(struct bench_reader *r, size_t bytes, struct pool *pool,
+                              struct kvik_err *err);
+void bench_reader_free(struct bench_reader *r);
+
+/* One timed pass over the buffer by every pool thread; returns GB/s
+ * (1e9 bytes/s). */
+double bench_read_pass(struct bench_reader *r, struct pool *pool);
+
+/* Median of p->reps passes. */
+double bench_read_bandwidth(struct bench_reader *r, struct pool *pool, const struct bench_params *p);
 
 struct bench_matvec_result {
     int type;
@@ -32,11 +44,15 @@ struct bench_matvec_result {
     double bytes;      /* weight bytes read per product */
     double seconds;    /* median time of one product */
     double gbs;        /* bytes / seconds / 1e9 */
+    double bw_gbs;     /* median read bandwidth of the passes run between products */
+    double pct_bw;     /* median over repetitions of product GB/s / adjacent pass GB/s */
 };
 
-/* One weight type: a matrix of about p->matvec_bytes times one vector. */
-kvik_status bench_matvec(struct pool *pool, const struct bench_params *p, int type,
-                         struct bench_matvec_result *out, struct kvik_err *err);
+/* One weight type: a matrix of about p->matvec_bytes times one vector.
+ * Each repetition runs a bandwidth pass right before the product, so the
+ * ratio compares like with like on a machine whose bandwidth drifts. */
+kvik_status bench_matvec(struct pool *pool, struct bench_reader *reader, const struct bench_params *p,
+                         int type, struct bench_matvec_result *out, struct kvik_err *err);
 
 struct bench_matmul_result {
     int type;
