@@ -14,7 +14,10 @@ static bool g_supported[TENSOR_ISA_COUNT];
 static const struct tensor_kernels *g_best;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+float tensor_fp16_table[1 << 16];
+
 static void init_tables(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++) tensor_fp16_table[h] = fp16_to_fp32((uint16_t)h);
     tensor_kernels_init_scalar(&g_tables[TENSOR_ISA_SCALAR]);
     g_supported[TENSOR_ISA_SCALAR] = true;
 #ifndef KVIK_NO_SIMD

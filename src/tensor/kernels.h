@@ -17,6 +17,10 @@ void tensor_kernels_init_avx2(struct tensor_kernels *k);
 void tensor_kernels_init_avx512(struct tensor_kernels *k);
 #endif
 
+/* All 65536 half-precision values as floats (filled before any table is
+ * handed out). */
+extern float tensor_fp16_table[1 << 16];
+
 /* Scalar vec_dot kernels (reference). */
 void vec_dot_f32_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void vec_dot_f16_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);

@@ -30,7 +30,6 @@ struct matmul_job {
     uint8_t *xq;     /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
     int64_t n_row_chunks, n_tiles;
-    bool prefetch; /* stream weights: prefetch the next row while on this one */
     vec_dot_x2_fn dot2; /* two-row kernel for small batches, or NULL */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
@@ -43,14 +42,6 @@ static void quantize_rows(struct matmul_job *job) {
         if (t >= job->n_tok) break;
         q(job->x + t * job->x_stride, job->xq + (size_t)t * job->xq_row, job->w->cols);
     }
-}
-
-/* The hardware prefetcher of some machines (virtual ones in particular)
- * does not keep a streaming kernel fed: asking for the next row while
- * computing this one took Q4_0 mat-vec from 2.8 to 7.5 GB/s on one core of
- * the development machine. */
-static inline void prefetch_row(const uint8_t *p, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
 static inline const void *activation_row(const struct matmul_job *job, int64_t t) {
@@ -72,7 +63,6 @@ static void matmul_tiles(struct matmul_job *job) {
         if (job->dot2) { /* pairs of rows share the activation work */
             for (; r + 1 < r1; r += 2) {
                 const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
-                if (job->prefetch && r + 2 < w->rows) prefetch_row(wrow + 2 * w->row_bytes, w->row_bytes);
                 for (int64_t t = t0; t < t1; t++) {
                     float out[2];
                     job->dot2(w->cols, out, wrow, w->row_bytes, activation_row(job, t));
@@ -83,7 +73,6 @@ static void matmul_tiles(struct matmul_job *job) {
         }
         for (; r < r1; r++) {
             const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
-            if (job->prefetch && r + 1 < w->rows) prefetch_row(wrow + w->row_bytes, w->row_bytes);
             for (int64_t t = t0; t < t1; t++)
                 dot(w->cols, &job->y[t * job->y_stride + r], wrow, activation_row(job, t));
         }
@@ -126,7 +115,6 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
         if (n_tok == 1) quantize_rows(&job);
         else pool_run(pool, quantize_worker, &job);
     }
-    job.prefetch = n_tok <= 4;
     job.dot2 = n_tok <= 4 ? k->vec_dot_x2[w->type] : NULL;
     job.n_row_chunks = (w->rows + ROW_CHUNK - 1) / ROW_CHUNK;
     job.n_tiles = job.n_row_chunks * ((n_tok + TOK_BLOCK - 1) / TOK_BLOCK);

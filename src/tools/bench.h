@@ -35,6 +35,9 @@ void bench_reader_free(struct bench_reader *r);
  * (1e9 bytes/s). */
 double bench_read_pass(struct bench_reader *r, struct pool *pool);
 
+/* One timed pass over any memory (8-byte aligned), by every pool thread. */
+double bench_read_memory(const void *data, size_t bytes, struct pool *pool);
+
 /* Median of p->reps passes. */
 double bench_read_bandwidth(struct bench_reader *r, struct pool *pool, const struct bench_params *p);
 
@@ -44,13 +47,14 @@ struct bench_matvec_result {
     double bytes;      /* weight bytes read per product */
     double seconds;    /* median time of one product */
     double gbs;        /* bytes / seconds / 1e9 */
-    double bw_gbs;     /* median read bandwidth of the passes run between products */
+    double bw_gbs;     /* median rate of plain read passes over the same matrix */
     double pct_bw;     /* median over repetitions of product GB/s / adjacent pass GB/s */
 };
 
 /* One weight type: a matrix of about p->matvec_bytes times one vector.
- * Each repetition runs a bandwidth pass right before the product, so the
- * ratio compares like with like on a machine whose bandwidth drifts. */
+ * Each repetition first streams the same matrix with the plain read loop,
+ * then runs the product: the ratio compares like with like (same memory, same
+ * moment) on a machine whose bandwidth drifts. */
 kvik_status bench_matvec(struct pool *pool, struct bench_reader *reader, const struct bench_params *p,
                          int type, struct bench_matvec_result *out, struct kvik_err *err);
 
