@@ -171,8 +171,10 @@ int cmd_bench(int argc, char **argv) {
                    "\"gops\":%.2f,\"pct_peak\":%.1f}",
                    i ? "," : "", tensor_type_name(r.type), (long long)r.rows, (long long)r.cols,
                    (long long)r.tokens, r.seconds, r.gops, pct);
-        else
+        else if (peak > 0)
             printf("  %-6s %10.2f %9.1f %7.1f%%\n", tensor_type_name(r.type), r.seconds * 1e3, r.gops, pct);
+        else
+            printf("  %-6s %10.2f %9.1f %8s\n", tensor_type_name(r.type), r.seconds * 1e3, r.gops, "n/a");
         fflush(stdout);
     }
     if (json) printf("]}\n");

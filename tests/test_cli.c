@@ -1,0 +1,79 @@
+/*
+ * test_cli.c — the kvik command's argument handling: bad arguments give one
+ * line on stderr and exit status 2; --help and --version print to stdout and
+ * exit 0; `bench kernels --json` prints one JSON object with a row for each
+ * requested type.
+ */
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+
+/* Runs `kvik ARGS`, capturing stdout and stderr; returns the exit status
+ * (or -1 if it died of a signal). */
+static int run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len) {
+    char cmd[2048], errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/kvik-cli-test-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>%s", test_env("KVIK_BIN"), args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, out_len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    FILE *e = fopen(errpath, "r");
+    size_t m = e ? fread(errbuf, 1, err_len - 1, e) : 0;
+    errbuf[m] = 0;
+    if (e) fclose(e);
+    remove(errpath);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+TEST(cli_bad_arguments_exit_2_with_one_line) {
+    static const char *const bad[] = {
+        "", "frobnicate", "bench", "bench kernels -t 0", "bench kernels -t x",
+        "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
+        "bench kernels --nope", "info", "info --nope x",
+    };
+    char out[4096], err[4096];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = run_kvik(bad[i], out, sizeof out, err, sizeof err);
+        CHECK_MSG(st == 2, "kvik %s: exit %d, want 2", bad[i], st);
+        if (bad[i][0]) /* bare `kvik` prints its usage */
+            CHECK_MSG(count_lines(err) == 1, "kvik %s: stderr has %d lines: %s", bad[i], count_lines(err), err);
+        CHECK_MSG(out[0] == 0, "kvik %s: wrote to stdout", bad[i]);
+    }
+}
+
+TEST(cli_help_and_version) {
+    char out[4096], err[4096];
+    CHECK_EQ_INT(run_kvik("--help", out, sizeof out, err, sizeof err), 0);
+    CHECK(strstr(out, "usage: kvik") != NULL);
+    CHECK_EQ_INT(run_kvik("--version", out, sizeof out, err, sizeof err), 0);
+    CHECK(strncmp(out, "kvik 0.", 7) == 0);
+    CHECK_EQ_INT(run_kvik("bench --help", out, sizeof out, err, sizeof err), 0);
+    CHECK(strstr(out, "kvik bench kernels") != NULL);
+}
+
+TEST(cli_bench_json_has_requested_types) {
+    char out[8192], err[4096];
+    int st = run_kvik("bench kernels --quick --reps 1 -t 1 --types q4_0,q4_k --json", out, sizeof out, err,
+                      sizeof err);
+    REQUIRE(st == 0);
+    CHECK_EQ_INT(count_lines(out), 1);
+    CHECK(strstr(out, "\"read_bandwidth_gbs\":") != NULL);
+    const char *mv = strstr(out, "\"matvec\":[");
+    const char *mm = strstr(out, "\"matmul\":[");
+    REQUIRE(mv && mm && mv < mm);
+    /* each section lists exactly the two requested types, in order */
+    const char *a = strstr(mv, "\"type\":\"Q4_0\""), *b = strstr(mv, "\"type\":\"Q4_K\"");
+    CHECK(a && b && a < b && b < mm);
+    CHECK(strstr(mm, "\"type\":\"Q4_0\"") && strstr(mm, "\"type\":\"Q4_K\""));
+    CHECK(strstr(out, "\"type\":\"Q8_0\"") == NULL);
+}
