@@ -1,0 +1,273 @@
+/*
+ * forward.c — the llama-family forward pass over a batch of tokens.
+ *
+ * For every layer:
+ *   xn   = rmsnorm(x) * attn_norm
+ *   q,k,v = Wq xn, Wk xn, Wv xn           (matrix products over the batch)
+ *   rope(q), rope(k) at each token's position (adjacent pairs, as GGUF's
+ *                                            llama files expect)
+ *   cache[layer][seq][pos] = k, v
+ *   a    = softmax(q k^T / sqrt(d)) v     (causal: positions 0..pos of the
+ *                                          token's own sequence; grouped
+ *                                          heads share a K/V head)
+ *   x   += Wo a
+ *   xn   = rmsnorm(x) * ffn_norm
+ *   x   += Wdown (silu(Wgate xn) * (Wup xn))
+ * then logits = Wout (rmsnorm(x) * output_norm) for the marked tokens.
+ *
+ * All buffers are allocated once in model_ctx_new; a forward allocates
+ * nothing. Weight products go through tensor_matmul on the thread pool;
+ * attention is split over (token, head) pairs on the same pool.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "model/model.h"
+
+struct model_ctx {
+    const struct model *m;
+    const struct tensor_kernels *k;
+    struct pool *pool;
+    int max_tokens, max_ctx;
+    float *x;      /* [max_tokens][n_embd] residual stream */
+    float *xn;     /* [max_tokens][n_embd] normalised input of a block / block output */
+    float *q;      /* [max_tokens][q_dim] */
+    float *kv_k;   /* [max_tokens][kv_dim] */
+    float *kv_v;   /* [max_tokens][kv_dim] */
+    float *attn;   /* [max_tokens][q_dim] */
+    float *gate;   /* [max_tokens][n_ff] */
+    float *up;     /* [max_tokens][n_ff] */
+    float *scores; /* [n_threads][max_ctx] attention weights */
+    float *inv_freq; /* [rope_dim / 2] */
+    void *scratch;   /* quantized activations for tensor_matmul */
+    int32_t *rows;   /* [max_tokens] indices of the marked tokens */
+};
+
+static void *alloc_floats(size_t n, bool *ok) {
+    void *p = mem_alloc_aligned(n * sizeof(float));
+    if (!p) *ok = false;
+    return p;
+}
+
+static size_t matrix_scratch(const struct tensor_matrix *w, int n_tok) {
+    return tensor_matmul_scratch_size(w->type, w->cols, n_tok);
+}
+
+struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_tokens, int max_ctx,
+                                struct kvik_err *err) {
+    const struct model_hparams *hp = &m->hp;
+    if (max_tokens < 1 || max_tokens > 1 << 16 || max_ctx < 1 || max_ctx > 1 << 24) {
+        err_set(err, KVIK_ERR_INVALID_ARG, "model: batch %d or context %d out of range", max_tokens, max_ctx);
+        return NULL;
+    }
+    struct model_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
+        return NULL;
+    }
+    c->m = m;
+    c->k = tensor_kernels_best();
+    c->max_tokens = max_tokens;
+    c->max_ctx = max_ctx;
+    c->pool = pool_create(n_threads, err);
+    if (!c->pool) goto fail;
+    size_t T = (size_t)max_tokens, q_dim = (size_t)hp->n_head * hp->head_dim;
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    bool ok = true;
+    c->x = alloc_floats(T * hp->n_embd, &ok);
+    c->xn = alloc_floats(T * hp->n_embd, &ok);
+    c->q = alloc_floats(T * q_dim, &ok);
+    c->kv_k = alloc_floats(T * kv_dim, &ok);
+    c->kv_v = alloc_floats(T * kv_dim, &ok);
+    c->attn = alloc_floats(T * q_dim, &ok);
+    c->gate = alloc_floats(T * hp->n_ff, &ok);
+    c->up = alloc_floats(T * hp->n_ff, &ok);
+    c->scores = alloc_floats((size_t)n_threads * (size_t)max_ctx, &ok);
+    c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
+    c->rows = mem_alloc_aligned(T * sizeof(int32_t));
+    size_t scratch = matrix_scratch(&m->output, max_tokens);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const struct layer_weights *L = &m->layers[l];
+        const struct tensor_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+            size_t s = matrix_scratch(mats[i], max_tokens);
+            if (s > scratch) scratch = s;
+        }
+    }
+    c->scratch = mem_alloc_aligned(scratch);
+    if (!ok || !c->rows || !c->scratch) {
+        err_set(err, KVIK_ERR_NOMEM, "model: out of memory for a batch of %d tokens", max_tokens);
+        goto fail;
+    }
+    for (int i = 0; i < hp->rope_dim / 2; i++)
+        c->inv_freq[i] = (float)pow((double)hp->rope_base, -2.0 * i / hp->rope_dim);
+    return c;
+fail:
+    model_ctx_free(c);
+    return NULL;
+}
+
+void model_ctx_free(struct model_ctx *c) {
+    if (!c) return;
+    pool_free(c->pool);
+    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->scores, c->inv_freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
+    mem_free(c->rows);
+    mem_free(c->scratch);
+    free(c);
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * w, over n values. */
+static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+/* Rotates adjacent pairs (v[2i], v[2i+1]) of each head by pos * inv_freq[i]. */
+static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float *inv_freq, float pos) {
+    for (int i = 0; i < rope_dim / 2; i++) {
+        float theta = pos * inv_freq[i];
+        float c = cosf(theta), s = sinf(theta);
+        for (int h = 0; h < n_heads; h++) {
+            float *p = v + (size_t)h * head_dim + 2 * i;
+            float x0 = p[0], x1 = p[1];
+            p[0] = x0 * c - x1 * s;
+            p[1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, const float *x, float *y, int n) {
+    return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
+}
+
+struct attn_job {
+    struct model_ctx *c;
+    struct kv_cache *kv;
+    const struct model_batch *b;
+    int layer;
+    atomic_int next;
+    atomic_bool failed;
+};
+
+/* One (token, head) pair: scores over the sequence's cached positions,
+ * softmax, weighted sum of the V rows. */
+static void attn_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    struct attn_job *job = arg;
+    struct model_ctx *c = job->c;
+    const struct model_hparams *hp = &c->m->hp;
+    int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    float *scores = c->scores + (size_t)ith * c->max_ctx;
+    float inv_sqrt = 1.0f / sqrtf((float)hd);
+    vec_dot_fn dot = c->k->vec_dot[TENSOR_TYPE_F32];
+    int total = job->b->n * hp->n_head;
+    for (;;) {
+        int item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (item >= total) break;
+        int t = item / hp->n_head, h = item % hp->n_head, kvh = h / group;
+        int seq = job->b->seq[t], n_pos = job->b->pos[t] + 1;
+        const float *q = c->q + ((size_t)t * hp->n_head + h) * hd;
+        float *out = c->attn + ((size_t)t * hp->n_head + h) * hd;
+        float maxs = -INFINITY;
+        for (int j = 0; j < n_pos; j++) {
+            const float *krow = job->kv->row(job->kv, job->layer, seq, j, false);
+            if (!krow) {
+                atomic_store(&job->failed, true);
+                return;
+            }
+            float s;
+            dot(hd, &s, krow + (size_t)kvh * hd, q);
+            scores[j] = s * inv_sqrt;
+            if (scores[j] > maxs) maxs = scores[j];
+        }
+        float sum = 0;
+        for (int j = 0; j < n_pos; j++) {
+            scores[j] = expf(scores[j] - maxs);
+            sum += scores[j];
+        }
+        float inv = 1.0f / sum;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int j = 0; j < n_pos; j++) {
+            const float *vrow = job->kv->row(job->kv, job->layer, seq, j, true) + (size_t)kvh * hd;
+            float p = scores[j] * inv;
+            for (int d = 0; d < hd; d++) out[d] += p * vrow[d];
+        }
+    }
+}
+
+kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct model_batch *b, float *out,
+                          struct kvik_err *err) {
+    const struct model *m = c->m;
+    const struct model_hparams *hp = &m->hp;
+    int n = b->n;
+    if (n < 1 || n > c->max_tokens)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "model: batch of %d tokens (max %d)", n, c->max_tokens);
+    size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    if (kv->row_floats != (int)kv_dim)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache rows of %d floats, model needs %zu", kv->row_floats,
+                       kv_dim);
+    int n_out = 0;
+    for (int t = 0; t < n; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
+            return err_set(err, KVIK_ERR_INVALID_ARG, "model: token id %d out of range (vocabulary %d)",
+                           b->tokens[t], hp->n_vocab);
+        if (b->pos[t] < 0 || b->pos[t] >= c->max_ctx)
+            return err_set(err, KVIK_ERR_INVALID_ARG, "model: position %d outside the context of %d", b->pos[t],
+                           c->max_ctx);
+        if (b->logits ? b->logits[t] : t == n - 1) c->rows[n_out++] = t;
+    }
+    /* embeddings */
+    const struct type_traits *et = tensor_type_traits(m->token_embd.type);
+    for (int t = 0; t < n; t++)
+        et->to_float((const uint8_t *)m->token_embd.data + (size_t)b->tokens[t] * m->token_embd.row_bytes,
+                     c->x + (size_t)t * hp->n_embd, hp->n_embd);
+    kvik_status st = KVIK_OK;
+    for (int l = 0; l < hp->n_layer && !st; l++) {
+        const struct layer_weights *L = &m->layers[l];
+        for (int t = 0; t < n; t++)
+            rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->attn_norm, hp->n_embd,
+                    hp->rms_eps);
+        if ((st = matmul(c, &L->wq, c->xn, c->q, n)) || (st = matmul(c, &L->wk, c->xn, c->kv_k, n)) ||
+            (st = matmul(c, &L->wv, c->xn, c->kv_v, n)))
+            break;
+        for (int t = 0; t < n; t++) {
+            float pos = (float)b->pos[t] * hp->rope_scale;
+            rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
+            rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
+            float *kr = kv->row(kv, l, b->seq[t], b->pos[t], false);
+            float *vr = kv->row(kv, l, b->seq[t], b->pos[t], true);
+            if (!kr || !vr)
+                return err_set(err, KVIK_ERR_INVALID_ARG, "model: no cache room for sequence %d position %d",
+                               b->seq[t], b->pos[t]);
+            memcpy(kr, c->kv_k + t * kv_dim, kv_dim * sizeof(float));
+            memcpy(vr, c->kv_v + t * kv_dim, kv_dim * sizeof(float));
+        }
+        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l};
+        pool_run(c->pool, attn_worker, &job);
+        if (atomic_load(&job.failed))
+            return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
+        if ((st = matmul(c, &L->wo, c->attn, c->xn, n))) break;
+        for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+        for (int t = 0; t < n; t++)
+            rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->ffn_norm, hp->n_embd,
+                    hp->rms_eps);
+        if ((st = matmul(c, &L->w_gate, c->xn, c->gate, n)) || (st = matmul(c, &L->w_up, c->xn, c->up, n))) break;
+        for (size_t i = 0; i < (size_t)n * hp->n_ff; i++) c->gate[i] = silu(c->gate[i]) * c->up[i];
+        if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
+        for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+    }
+    if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));
+    if (n_out == 0) return KVIK_OK;
+    for (int i = 0; i < n_out; i++)
+        rmsnorm(c->xn + (size_t)i * hp->n_embd, c->x + (size_t)c->rows[i] * hp->n_embd, m->output_norm, hp->n_embd,
+                hp->rms_eps);
+    st = matmul(c, &m->output, c->xn, out, n_out);
+    if (st) return err_set(err, st, "model: output product failed");
+    return KVIK_OK;
+}

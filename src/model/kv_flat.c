@@ -1,0 +1,36 @@
+/*
+ * kv_flat.c — the simplest struct kv_cache: every sequence owns n_ctx
+ * contiguous positions per layer. Used by the command line and tests; the
+ * serving engine pages its cache instead.
+ */
+#include "model/kv.h"
+
+static float *flat_row(struct kv_cache *base, int layer, int seq, int pos, bool is_v) {
+    struct kv_flat *kv = (struct kv_flat *)base;
+    if (layer < 0 || layer >= kv->n_layer || seq < 0 || seq >= kv->n_seq || pos < 0 || pos >= kv->n_ctx)
+        return NULL;
+    size_t idx = (((size_t)layer * kv->n_seq + seq) * 2 + is_v) * kv->n_ctx + pos;
+    return kv->data + idx * base->row_floats;
+}
+
+kvik_status kv_flat_init(struct kv_flat *kv, int n_layer, int n_seq, int n_ctx, int row_floats,
+                         struct kvik_err *err) {
+    *kv = (struct kv_flat){.base = {.row = flat_row, .row_floats = row_floats},
+                           .n_layer = n_layer, .n_seq = n_seq, .n_ctx = n_ctx};
+    uint64_t n;
+    if (n_layer < 1 || n_seq < 1 || n_ctx < 1 || row_floats < 1 ||
+        mul_overflows_u64((uint64_t)n_layer * (uint64_t)n_seq * 2, (uint64_t)n_ctx * (uint64_t)row_floats, &n) ||
+        n > ((uint64_t)1 << 40))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "kv: cache of %d layers x %d sequences x %d positions too large",
+                       n_layer, n_seq, n_ctx);
+    kv->data = mem_alloc_aligned((size_t)n * sizeof(float));
+    if (!kv->data)
+        return err_set(err, KVIK_ERR_NOMEM, "kv: out of memory for %.1f MiB of cache",
+                       (double)n * sizeof(float) / (1 << 20));
+    return KVIK_OK;
+}
+
+void kv_flat_free(struct kv_flat *kv) {
+    mem_free(kv->data);
+    kv->data = NULL;
+}

@@ -1,0 +1,96 @@
+/*
+ * model.h — a loaded model and its forward pass.
+ *
+ * model_load maps a GGUF file, reads the hyperparameters of the llama family
+ * (llama.*) and binds every weight into the map with its shape checked; no
+ * weight is copied. A model_ctx holds what one forward pass needs besides
+ * the weights: the thread pool, the kernel table and the activation arena,
+ * sized once for the largest batch.
+ *
+ * The forward pass takes a batch of tokens that may belong to several
+ * sequences (token id, position, sequence id per token) and reaches the KV
+ * cache only through struct kv_cache (kv.h), so the serving engine can page
+ * the cache without touching this code. Logits are produced for the tokens
+ * the caller marks.
+ */
+#ifndef KVIK_MODEL_H
+#define KVIK_MODEL_H
+
+#include "base/base.h"
+#include "gguf/gguf.h"
+#include "model/kv.h"
+#include "tensor/tensor.h"
+
+struct model_hparams {
+    int n_layer;
+    int n_embd;     /* model width */
+    int n_ff;       /* feed-forward width */
+    int n_head;     /* query heads */
+    int n_head_kv;  /* key/value heads (grouped-query attention) */
+    int head_dim;   /* n_embd / n_head */
+    int n_vocab;
+    int n_ctx_train;
+    float rope_base;     /* theta */
+    float rope_scale;    /* linear position scaling (1: none) */
+    int rope_dim;        /* dimensions rotated per head (head_dim for llama) */
+    float rms_eps;
+    bool tied_output;    /* output projection shares token_embd */
+};
+
+struct layer_weights {
+    const float *attn_norm;          /* [n_embd] */
+    struct tensor_matrix wq;         /* [n_embd] -> [n_head * head_dim] */
+    struct tensor_matrix wk, wv;     /* [n_embd] -> [n_head_kv * head_dim] */
+    struct tensor_matrix wo;         /* [n_head * head_dim] -> [n_embd] */
+    const float *ffn_norm;           /* [n_embd] */
+    struct tensor_matrix w_gate, w_up; /* [n_embd] -> [n_ff] */
+    struct tensor_matrix w_down;     /* [n_ff] -> [n_embd] */
+};
+
+struct model {
+    struct model_hparams hp;
+    struct gguf *file;
+    struct tensor_matrix token_embd; /* [n_vocab] rows of [n_embd] */
+    const float *output_norm;        /* [n_embd] */
+    struct tensor_matrix output;     /* [n_embd] -> [n_vocab] */
+    struct layer_weights *layers;    /* [n_layer] */
+    uint64_t weight_bytes;           /* bytes of all weights (read once per decode step) */
+};
+
+/* Loads and validates; on failure *out is NULL and err names the key or
+ * tensor at fault. */
+kvik_status model_load(const char *path, struct model **out, struct kvik_err *err);
+void model_free(struct model *m);
+
+/* Bytes of weights one decode step reads (everything but the unused
+ * embedding rows). */
+uint64_t model_decode_bytes(const struct model *m);
+
+/* ---- forward ---------------------------------------------------------- */
+
+struct model_ctx;
+
+/* max_tokens: the largest batch forward will be given; max_ctx: the
+ * largest position + 1 any sequence will reach. */
+struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_tokens, int max_ctx,
+                                struct kvik_err *err);
+void model_ctx_free(struct model_ctx *ctx);
+
+struct model_batch {
+    int n;                  /* tokens in the batch */
+    const int32_t *tokens;  /* [n] */
+    const int32_t *pos;     /* [n] position of each token in its sequence */
+    const int32_t *seq;     /* [n] sequence id of each token */
+    const bool *logits;     /* [n] produce logits for this token; NULL: the last only */
+};
+
+/*
+ * Runs the batch through the model, writing each token's K/V into the cache
+ * (which must already hold positions 0..pos-1 of its sequence). Logits of
+ * the marked tokens are written in batch order to out ([n_marked][n_vocab]).
+ * Tokens must be < n_vocab, positions < cache capacity, n <= max_tokens.
+ */
+kvik_status model_forward(struct model_ctx *ctx, struct kv_cache *kv, const struct model_batch *b,
+                          float *out, struct kvik_err *err);
+
+#endif /* KVIK_MODEL_H */

@@ -1,0 +1,199 @@
+/*
+ * model_load.c — hyperparameters from GGUF keys and weights bound into the
+ * map, with every shape and type checked before the first forward pass.
+ *
+ * Keys read (ARCH = general.architecture, "llama" family):
+ *   ARCH.block_count, ARCH.embedding_length, ARCH.feed_forward_length,
+ *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: heads),
+ *   ARCH.attention.layer_norm_rms_epsilon, ARCH.rope.freq_base (10000),
+ *   ARCH.rope.dimension_count (head_dim), ARCH.rope.scaling.type/factor
+ *   (linear only), ARCH.context_length.
+ * Tensors: token_embd, output_norm, output (absent: tied to token_embd), and
+ * per layer blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
+ * ffn_gate, ffn_up, ffn_down}.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/model.h"
+
+static kvik_status get_u32(const struct gguf *g, const char *arch, const char *suffix, bool required,
+                           uint32_t def, uint32_t *out, struct kvik_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    kvik_status st = gguf_get_u32(g, key, out, err);
+    if (st == KVIK_ERR_NOT_FOUND && !required) {
+        *out = def;
+        return KVIK_OK;
+    }
+    if (st == KVIK_ERR_NOT_FOUND) return err_set(err, KVIK_ERR_FORMAT, "model: missing key '%s'", key);
+    return st;
+}
+
+static kvik_status get_f32(const struct gguf *g, const char *arch, const char *suffix, bool required,
+                           float def, float *out, struct kvik_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    kvik_status st = gguf_get_f32(g, key, out, err);
+    if (st == KVIK_ERR_NOT_FOUND && !required) {
+        *out = def;
+        return KVIK_OK;
+    }
+    if (st == KVIK_ERR_NOT_FOUND) return err_set(err, KVIK_ERR_FORMAT, "model: missing key '%s'", key);
+    return st;
+}
+
+/* Binds a 2-D weight [cols] -> [rows]. */
+static kvik_status bind_matrix(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
+                               struct tensor_matrix *out, struct kvik_err *err) {
+    int64_t i = gguf_find_tensor(g, name);
+    if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
+    const struct gguf_tensor *t = gguf_tensor(g, i);
+    if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+        return err_set(err, KVIK_ERR_FORMAT,
+                       "model: tensor '%s' has shape [%lld, %lld] (%d dims), expected [%lld, %lld]", name,
+                       (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)cols, (long long)rows);
+    const struct type_traits *tt = tensor_type_traits(t->type);
+    if (!tt || !tensor_kernels_best()->vec_dot[t->type] || !tt->to_float)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which kvik cannot multiply",
+                       name, tensor_type_name(t->type));
+    *out = (struct tensor_matrix){.type = t->type, .rows = rows, .cols = cols,
+                                  .row_bytes = tensor_row_size(t->type, cols), .data = t->data};
+    return KVIK_OK;
+}
+
+static kvik_status bind_norm(const struct gguf *g, const char *name, int64_t n, const float **out,
+                             struct kvik_err *err) {
+    int64_t i = gguf_find_tensor(g, name);
+    if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
+    const struct gguf_tensor *t = gguf_tensor(g, i);
+    if (t->type != TENSOR_TYPE_F32 || t->n_elems != n)
+        return err_set(err, KVIK_ERR_FORMAT, "model: norm '%s' must be F32 of %lld values (is %s, %lld)", name,
+                       (long long)n, tensor_type_name(t->type), (long long)t->n_elems);
+    if ((uintptr_t)t->data % sizeof(float))
+        return err_set(err, KVIK_ERR_FORMAT, "model: norm '%s' is not 4-byte aligned in the file", name);
+    *out = t->data;
+    return KVIK_OK;
+}
+
+static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, struct kvik_err *err) {
+    struct gguf_str a;
+    kvik_status st = gguf_get_str(g, "general.architecture", &a, err);
+    if (st) return st == KVIK_ERR_NOT_FOUND ? err_set(err, KVIK_ERR_FORMAT, "model: no general.architecture") : st;
+    char arch[32];
+    if (a.len == 0 || a.len >= sizeof arch) return err_set(err, KVIK_ERR_FORMAT, "model: bad architecture name");
+    memcpy(arch, a.ptr, a.len);
+    arch[a.len] = 0;
+    if (strcmp(arch, "llama") != 0)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama only)", arch);
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx, rope_dim;
+    if ((st = get_u32(g, arch, "block_count", true, 0, &n_layer, err)) ||
+        (st = get_u32(g, arch, "embedding_length", true, 0, &n_embd, err)) ||
+        (st = get_u32(g, arch, "feed_forward_length", true, 0, &n_ff, err)) ||
+        (st = get_u32(g, arch, "attention.head_count", true, 0, &n_head, err)) ||
+        (st = get_u32(g, arch, "attention.head_count_kv", false, n_head, &n_head_kv, err)) ||
+        (st = get_u32(g, arch, "context_length", false, 2048, &n_ctx, err)) ||
+        (st = get_f32(g, arch, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)) ||
+        (st = get_f32(g, arch, "rope.freq_base", false, 10000.0f, &hp->rope_base, err)))
+        return st;
+    if (n_layer < 1 || n_layer > 1024 || n_embd < 1 || n_embd > 65536 || n_ff < 1 || n_ff > 1 << 20 ||
+        n_head < 1 || n_head > n_embd || n_head_kv < 1 || n_head % n_head_kv || n_embd % n_head)
+        return err_set(err, KVIK_ERR_FORMAT,
+                       "model: inconsistent hyperparameters (layers %u, width %u, ff %u, heads %u/%u)", n_layer,
+                       n_embd, n_ff, n_head, n_head_kv);
+    hp->n_layer = (int)n_layer;
+    hp->n_embd = (int)n_embd;
+    hp->n_ff = (int)n_ff;
+    hp->n_head = (int)n_head;
+    hp->n_head_kv = (int)n_head_kv;
+    hp->head_dim = (int)(n_embd / n_head);
+    hp->n_ctx_train = (int)n_ctx;
+    if ((st = get_u32(g, arch, "rope.dimension_count", false, (uint32_t)hp->head_dim, &rope_dim, err))) return st;
+    if (rope_dim == 0 || rope_dim > (uint32_t)hp->head_dim || rope_dim % 2)
+        return err_set(err, KVIK_ERR_FORMAT, "model: rope.dimension_count %u invalid for head size %d", rope_dim,
+                       hp->head_dim);
+    hp->rope_dim = (int)rope_dim;
+    hp->rope_scale = 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    struct gguf_str stype;
+    if (gguf_get_str(g, key, &stype, NULL) == KVIK_OK && !(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
+        if (!(stype.len == 6 && !memcmp(stype.ptr, "linear", 6)))
+            return err_set(err, KVIK_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported",
+                           (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+        float factor = 1.0f;
+        if ((st = get_f32(g, arch, "rope.scaling.factor", false, 1.0f, &factor, err))) return st;
+        if (!(factor > 0.0f)) return err_set(err, KVIK_ERR_FORMAT, "model: rope scaling factor %g", factor);
+        hp->rope_scale = 1.0f / factor;
+    }
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f) || !(hp->rope_base > 0.0f))
+        return err_set(err, KVIK_ERR_FORMAT, "model: rms epsilon %g or rope base %g out of range", hp->rms_eps,
+                       hp->rope_base);
+    return KVIK_OK;
+}
+
+kvik_status model_load(const char *path, struct model **out, struct kvik_err *err) {
+    *out = NULL;
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) return err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
+    kvik_status st = gguf_open(path, &m->file, err);
+    if (st) goto fail;
+    struct model_hparams *hp = &m->hp;
+    if ((st = read_hparams(m->file, hp, err))) goto fail;
+    int64_t emb = gguf_find_tensor(m->file, "token_embd.weight");
+    if (emb < 0) {
+        st = err_set(err, KVIK_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");
+        goto fail;
+    }
+    hp->n_vocab = (int)gguf_tensor(m->file, emb)->ne[1];
+    if ((st = bind_matrix(m->file, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->token_embd, err)) ||
+        (st = bind_norm(m->file, "output_norm.weight", hp->n_embd, &m->output_norm, err)))
+        goto fail;
+    hp->tied_output = gguf_find_tensor(m->file, "output.weight") < 0;
+    if (hp->tied_output) m->output = m->token_embd;
+    else if ((st = bind_matrix(m->file, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)))
+        goto fail;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        st = err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
+        goto fail;
+    }
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    for (int l = 0; l < hp->n_layer; l++) {
+        struct layer_weights *L = &m->layers[l];
+        char name[96];
+#define LAYER_NAME(s) (snprintf(name, sizeof name, "blk.%d.%s.weight", l, s), name)
+        if ((st = bind_norm(m->file, LAYER_NAME("attn_norm"), hp->n_embd, &L->attn_norm, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("attn_q"), hp->n_embd, q_dim, &L->wq, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("attn_k"), hp->n_embd, kv_dim, &L->wk, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("attn_v"), hp->n_embd, kv_dim, &L->wv, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("attn_output"), q_dim, hp->n_embd, &L->wo, err)) ||
+            (st = bind_norm(m->file, LAYER_NAME("ffn_norm"), hp->n_embd, &L->ffn_norm, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("ffn_gate"), hp->n_embd, hp->n_ff, &L->w_gate, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("ffn_up"), hp->n_embd, hp->n_ff, &L->w_up, err)) ||
+            (st = bind_matrix(m->file, LAYER_NAME("ffn_down"), hp->n_ff, hp->n_embd, &L->w_down, err)))
+            goto fail;
+#undef LAYER_NAME
+        const struct tensor_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
+            m->weight_bytes += mats[i]->row_bytes * (uint64_t)mats[i]->rows;
+        m->weight_bytes += 2 * sizeof(float) * (uint64_t)hp->n_embd;
+    }
+    m->weight_bytes += m->output.row_bytes * (uint64_t)m->output.rows + sizeof(float) * (uint64_t)hp->n_embd;
+    *out = m;
+    return KVIK_OK;
+fail:
+    model_free(m);
+    return st;
+}
+
+void model_free(struct model *m) {
+    if (!m) return;
+    free(m->layers);
+    gguf_close(m->file);
+    free(m);
+}
+
+uint64_t model_decode_bytes(const struct model *m) {
+    return m->weight_bytes + m->token_embd.row_bytes; /* plus one embedding row */
+}

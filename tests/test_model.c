@@ -1,0 +1,135 @@
+/*
+ * test_model.c — the forward pass on the real default model (skipped when it
+ * is not cached): batch invariance and clean errors. Agreement with llama.cpp
+ * is checked against golden data in test_golden.c.
+ */
+#include <stdlib.h>
+
+#include "model/model.h"
+#include "test.h"
+
+static struct model *load_default(void) {
+    char path[4096];
+    const char *dir = getenv("KVIK_MODELS");
+    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else snprintf(path, sizeof path, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf", test_env("HOME"));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        test_skip("default model not cached; run `make model`");
+        return NULL;
+    }
+    fclose(f);
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    if (model_load(path, &m, &err)) test_fail(__FILE__, __LINE__, "model_load: %s", err.msg);
+    return m;
+}
+
+static const int32_t k_prompt[] = {504, 3575, 282, 4649, 314, 7042, 30, 198};
+#define PROMPT_LEN ((int)(sizeof k_prompt / sizeof *k_prompt))
+
+TEST(model_hparams_of_smollm2) {
+    struct model *m = load_default();
+    if (!m) return;
+    CHECK_EQ_INT(m->hp.n_layer, 30);
+    CHECK_EQ_INT(m->hp.n_embd, 576);
+    CHECK_EQ_INT(m->hp.n_head, 9);
+    CHECK_EQ_INT(m->hp.n_head_kv, 3);
+    CHECK_EQ_INT(m->hp.head_dim, 64);
+    CHECK_EQ_INT(m->hp.n_ff, 1536);
+    CHECK_EQ_INT(m->hp.n_vocab, 49152);
+    CHECK(m->hp.tied_output);
+    CHECK(m->hp.rope_base == 100000.0f);
+    model_free(m);
+}
+
+/* Logits of every prompt position, from one batch or token by token, and
+ * with a second sequence sharing the batch, must be identical bit for bit:
+ * every product reduces each row in a fixed order whatever the batch. */
+TEST(model_batch_invariance) {
+    struct model *m = load_default();
+    if (!m) return;
+    struct kvik_err err = {0};
+    int nv = m->hp.n_vocab, kv_dim = m->hp.n_head_kv * m->hp.head_dim;
+    struct model_ctx *c = model_ctx_new(m, 2, 2 * PROMPT_LEN, 64, &err);
+    REQUIRE(c);
+    struct kv_flat kv;
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 2, 64, kv_dim, &err) == KVIK_OK);
+    float *batch = malloc(sizeof(float) * (size_t)nv * 2 * PROMPT_LEN);
+    float *single = malloc(sizeof(float) * (size_t)nv);
+    int32_t tokens[2 * PROMPT_LEN], pos[2 * PROMPT_LEN], seq[2 * PROMPT_LEN];
+    bool want[2 * PROMPT_LEN];
+    /* sequence 0: the prompt; sequence 1: the prompt reversed; interleaved */
+    for (int i = 0; i < PROMPT_LEN; i++) {
+        tokens[2 * i] = k_prompt[i], pos[2 * i] = i, seq[2 * i] = 0;
+        tokens[2 * i + 1] = k_prompt[PROMPT_LEN - 1 - i], pos[2 * i + 1] = i, seq[2 * i + 1] = 1;
+        want[2 * i] = want[2 * i + 1] = true;
+    }
+    struct model_batch b = {.n = 2 * PROMPT_LEN, .tokens = tokens, .pos = pos, .seq = seq, .logits = want};
+    REQUIRE(model_forward(c, &kv.base, &b, batch, &err) == KVIK_OK);
+    /* token by token, sequence 0 only, into a fresh cache */
+    struct kv_flat kv1;
+    REQUIRE(kv_flat_init(&kv1, m->hp.n_layer, 1, 64, kv_dim, &err) == KVIK_OK);
+    int mismatches = 0;
+    for (int i = 0; i < PROMPT_LEN; i++) {
+        int32_t s0 = 0;
+        struct model_batch one = {.n = 1, .tokens = &k_prompt[i], .pos = &i, .seq = &s0};
+        REQUIRE(model_forward(c, &kv1.base, &one, single, &err) == KVIK_OK);
+        if (memcmp(single, batch + (size_t)(2 * i) * nv, sizeof(float) * (size_t)nv)) mismatches++;
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    /* the greedy choice after the prompt is a real token, logits finite */
+    int best = 0;
+    const float *last = batch + (size_t)(2 * PROMPT_LEN - 2) * nv;
+    for (int v = 0; v < nv; v++) {
+        CHECK(isfinite(last[v]));
+        if (last[v] > last[best]) best = v;
+    }
+    CHECK(best > 0 && best < nv);
+    kv_flat_free(&kv), kv_flat_free(&kv1);
+    free(batch), free(single);
+    model_ctx_free(c);
+    model_free(m);
+}
+
+TEST(model_rejects_bad_batches) {
+    struct model *m = load_default();
+    if (!m) return;
+    struct kvik_err err = {0};
+    struct model_ctx *c = model_ctx_new(m, 1, 4, 8, &err);
+    REQUIRE(c);
+    struct kv_flat kv;
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, m->hp.n_head_kv * m->hp.head_dim, &err) == KVIK_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    int32_t tok = m->hp.n_vocab, pos = 0, seq = 0;
+    struct model_batch b = {.n = 1, .tokens = &tok, .pos = &pos, .seq = &seq};
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
+    CHECK(strstr(err.msg, "token id") != NULL);
+    tok = 1, pos = 8;
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
+    pos = 0, seq = 1; /* the cache has one sequence */
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
+    b.n = 5;
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
+    free(logits);
+    kv_flat_free(&kv);
+    model_ctx_free(c);
+    model_free(m);
+}
+
+TEST(model_load_errors) {
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    CHECK_EQ_INT(model_load("/nonexistent/model.gguf", &m, &err), KVIK_ERR_IO);
+    CHECK(m == NULL);
+    /* a vocabulary-only file has no weights */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", test_env("KVIK_FIXTURES"));
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    fclose(f);
+    kvik_status st = model_load(path, &m, &err);
+    CHECK(st == KVIK_ERR_FORMAT || st == KVIK_ERR_UNSUPPORTED);
+    CHECK(m == NULL);
+    CHECK(err.msg[0] != 0);
+}
