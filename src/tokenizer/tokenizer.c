@@ -1,0 +1,522 @@
+/*
+ * tokenizer.c — loading a byte-level BPE vocabulary from GGUF metadata,
+ * lookups, and decoding ids back to bytes (whole or streamed).
+ *
+ * Byte-level BPE stores every token as text over a 256-character alphabet:
+ * byte b is written as the code point GPT-2's bytes_to_unicode gives it —
+ * itself for the printable bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF, and
+ * U+0100 + k for the k-th of the other 68 bytes in ascending order (so a
+ * space, 0x20, is U+0120 'Ġ'). Loading turns each token's text back into
+ * the bytes it stands for, once, so decoding is a copy.
+ *
+ * The GGUF keys read:
+ *   tokenizer.ggml.model          "gpt2" (required)
+ *   tokenizer.ggml.pre            pre-tokenizer name (absent: "default" = gpt-2)
+ *   tokenizer.ggml.tokens         [n_vocab] strings (required)
+ *   tokenizer.ggml.token_type     [n_vocab] int32 (absent: all NORMAL)
+ *   tokenizer.ggml.merges         [n] "left right" strings; rank = index
+ *   tokenizer.ggml.{bos,eos,unknown,padding,eot,eom}_token_id
+ *   tokenizer.ggml.add_bos_token / add_eos_token (absent: false)
+ */
+#include <stdlib.h>
+
+#include "tokenizer/tokenizer_int.h"
+#include "tokenizer/unicode.h"
+
+/* ---- byte-level alphabet ------------------------------------------------ */
+
+static uint32_t byte_to_cp(uint8_t b) {
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
+    /* k-th non-printable byte -> U+0100 + k */
+    uint32_t k = 0;
+    for (uint32_t c = 0; c < b; c++)
+        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) k++;
+    return 0x100 + k;
+}
+
+/* Inverse: the byte code point cp stands for, or -1 if it is not one. */
+static int cp_to_byte(uint32_t cp) {
+    static const uint8_t others[68] = {
+        0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D,
+        0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1A, 0x1B,
+        0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x7F, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87,
+        0x88, 0x89, 0x8A, 0x8B, 0x8C, 0x8D, 0x8E, 0x8F, 0x90, 0x91, 0x92, 0x93, 0x94, 0x95,
+        0x96, 0x97, 0x98, 0x99, 0x9A, 0x9B, 0x9C, 0x9D, 0x9E, 0x9F, 0xA0, 0xAD,
+    };
+    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
+        return (int)cp;
+    if (cp >= 0x100 && cp < 0x100 + 68) return others[cp - 0x100];
+    return -1;
+}
+
+/* ---- vocabulary hash ---------------------------------------------------- */
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const uint8_t *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull; /* FNV-1a */
+    return h;
+}
+#define HASH_SEED 0xCBF29CE484222325ull
+
+static inline const char *tok_text(const struct tokenizer *tok, int32_t id, size_t *len) {
+    *len = (size_t)(tok->text_off[id + 1] - tok->text_off[id] - 1);
+    return tok->text + tok->text_off[id];
+}
+
+/* Id of the token whose text is a[0..na) followed by b[0..nb); -1 if none. */
+static int32_t vocab_find2(const struct tokenizer *tok, const char *a, size_t na, const char *b,
+                           size_t nb) {
+    uint64_t h = hash_bytes(hash_bytes(HASH_SEED, a, na), b, nb);
+    for (uint64_t i = h & tok->vocab_mask;; i = (i + 1) & tok->vocab_mask) {
+        int32_t id = tok->vocab[i];
+        if (id < 0) return -1;
+        size_t len;
+        const char *t = tok_text(tok, id, &len);
+        if (len == na + nb && memcmp(t, a, na) == 0 && memcmp(t + na, b, nb) == 0) return id;
+    }
+}
+
+int32_t tokenizer_find(const struct tokenizer *tok, const char *text, size_t len) {
+    return vocab_find2(tok, text, len, "", 0);
+}
+
+static uint64_t table_size(uint64_t n) {
+    uint64_t s = 16;
+    while (s < 2 * n) s *= 2;
+    return s;
+}
+
+/* ---- loading ------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    enum pretok_kind kind;
+} k_pretoks[] = {
+    {"default", PRETOK_GPT2},      {"gpt-2", PRETOK_GPT2},         {"mpt", PRETOK_GPT2},
+    {"olmo", PRETOK_GPT2},         {"jais", PRETOK_GPT2},          {"smollm", PRETOK_STARCODER},
+    {"starcoder", PRETOK_STARCODER}, {"refact", PRETOK_STARCODER}, {"command-r", PRETOK_STARCODER},
+    {"codeshell", PRETOK_STARCODER}, {"exaone", PRETOK_STARCODER}, {"minerva", PRETOK_STARCODER},
+};
+
+/* Control tokens that end a turn in common chat formats. */
+static const char *const k_eog_texts[] = {
+    "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>",
+    "<|end|>",       "<EOT>",      "<|END_OF_TURN_TOKEN|>", "<|end_of_text|>",
+};
+
+static int32_t get_id(const struct gguf *g, const char *key, int32_t n_vocab) {
+    uint32_t v;
+    if (gguf_get_u32(g, key, &v, NULL) != KVIK_OK || v >= (uint32_t)n_vocab) return -1;
+    return (int32_t)v;
+}
+
+static bool get_flag(const struct gguf *g, const char *key, bool dflt) {
+    bool v;
+    return gguf_get_bool(g, key, &v, NULL) == KVIK_OK ? v : dflt;
+}
+
+static int cmp_special(const void *pa, const void *pb) {
+    const struct special_tok *a = pa, *b = pb;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Decoded bytes of token id (text t[0..n)) into out (>= n bytes); returns
+ * their count. Normal tokens map each character back to its byte (a
+ * character outside the alphabet is kept as UTF-8); byte tokens "<0xAB>"
+ * give that byte; the rest give their text. */
+static size_t decode_text(int type, const char *t, size_t n, uint8_t *out) {
+    if (type == TOKEN_TYPE_BYTE && n == 6 && memcmp(t, "<0x", 3) == 0 && t[5] == '>') {
+        char hex[3] = {t[3], t[4], 0};
+        char *end;
+        long v = strtol(hex, &end, 16);
+        if (*end == 0) {
+            out[0] = (uint8_t)v;
+            return 1;
+        }
+    }
+    if (type != TOKEN_TYPE_NORMAL && type != TOKEN_TYPE_UNDEFINED) {
+        memcpy(out, t, n);
+        return n;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        struct ucp u = utf8_decode((const uint8_t *)t + i, n - i);
+        int b = (u.cp & UCP_INVALID) ? -1 : cp_to_byte(u.cp);
+        if (b >= 0) out[o++] = (uint8_t)b;
+        else for (uint32_t k = 0; k < u.len; k++) out[o++] = (uint8_t)t[i + k];
+        i += u.len;
+    }
+    return o;
+}
+
+kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct kvik_err *err) {
+    *out = NULL;
+    kvik_status st;
+    struct gguf_str model, pre = {"default", 7};
+    if ((st = gguf_get_str(g, "tokenizer.ggml.model", &model, err)) != KVIK_OK) return st;
+    if (model.len != 4 || memcmp(model.ptr, "gpt2", 4) != 0)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "tokenizer model \"%.*s\" is not supported (only gpt2)",
+                       (int)(model.len > 64 ? 64 : model.len), model.ptr);
+    if (gguf_find_key(g, "tokenizer.ggml.pre") >= 0 &&
+        (st = gguf_get_str(g, "tokenizer.ggml.pre", &pre, err)) != KVIK_OK)
+        return st;
+    int kind = -1;
+    for (size_t i = 0; i < sizeof k_pretoks / sizeof k_pretoks[0]; i++)
+        if (strlen(k_pretoks[i].name) == pre.len && memcmp(k_pretoks[i].name, pre.ptr, pre.len) == 0)
+            kind = (int)k_pretoks[i].kind;
+    if (kind < 0)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "tokenizer pre-tokenizer \"%.*s\" is not supported",
+                       (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
+
+    const struct gguf_value *tokens, *types = NULL, *merges = NULL;
+    if ((st = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err)) != KVIK_OK)
+        return st;
+    uint64_t nv = gguf_arr_len(tokens);
+    if (nv == 0 || nv > INT32_MAX / 2)
+        return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.tokens: bad length %llu",
+                       (unsigned long long)nv);
+    if (gguf_find_key(g, "tokenizer.ggml.token_type") >= 0) {
+        if ((st = gguf_get_arr(g, "tokenizer.ggml.token_type", -1, &types, err)) != KVIK_OK) return st;
+        if (gguf_arr_len(types) != nv ||
+            (gguf_arr_type(types) != GGUF_TYPE_INT32 && gguf_arr_type(types) != GGUF_TYPE_UINT32))
+            return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.token_type: want %llu int32s",
+                           (unsigned long long)nv);
+    }
+    if (gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
+        (st = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err)) != KVIK_OK)
+        return st;
+    uint64_t nm = merges ? gguf_arr_len(merges) : 0;
+
+    struct tokenizer *tok = calloc(1, sizeof *tok);
+    int32_t *type32 = NULL;
+    if (!tok) return err_set(err, KVIK_ERR_NOMEM, "tokenizer: out of memory");
+    tok->n_vocab = (int32_t)nv;
+    tok->pretok = (enum pretok_kind)kind;
+    snprintf(tok->pre_name, sizeof tok->pre_name, "%.*s", (int)pre.len, pre.ptr);
+
+    /* token texts and types */
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < nv; i++) total += gguf_arr_str(tokens, i).len + 1;
+    tok->text = malloc(total);
+    tok->text_off = malloc((nv + 1) * sizeof *tok->text_off);
+    tok->piece = malloc(total);
+    tok->piece_off = malloc((nv + 1) * sizeof *tok->piece_off);
+    tok->type = malloc(nv);
+    tok->flags = calloc(nv, 1);
+    tok->vocab_mask = table_size(nv) - 1;
+    tok->vocab = malloc((tok->vocab_mask + 1) * sizeof *tok->vocab);
+    type32 = malloc(nv * sizeof *type32);
+    if (!tok->text || !tok->text_off || !tok->piece || !tok->piece_off || !tok->type ||
+        !tok->flags || !tok->vocab || !type32)
+        goto nomem;
+    if (types) {
+        gguf_arr_copy(types, type32, nv * sizeof *type32);
+    } else {
+        for (uint64_t i = 0; i < nv; i++) type32[i] = TOKEN_TYPE_NORMAL;
+    }
+    memset(tok->vocab, 0xff, (tok->vocab_mask + 1) * sizeof *tok->vocab);
+    uint64_t off = 0, poff = 0;
+    int32_t n_specials = 0;
+    for (uint64_t i = 0; i < nv; i++) {
+        struct gguf_str s = gguf_arr_str(tokens, i);
+        int t = type32[i] >= 0 && type32[i] <= TOKEN_TYPE_BYTE ? type32[i] : TOKEN_TYPE_NORMAL;
+        tok->type[i] = (uint8_t)t;
+        tok->text_off[i] = off;
+        if (s.len) memcpy(tok->text + off, s.ptr, s.len);
+        tok->text[off + s.len] = 0;
+        off += s.len + 1;
+        tok->piece_off[i] = poff;
+        poff += decode_text(t, s.ptr ? s.ptr : "", s.len, tok->piece + poff);
+        if (poff - tok->piece_off[i] > tok->max_piece) tok->max_piece = poff - tok->piece_off[i];
+        if ((t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED) && s.len > 0) n_specials++;
+    }
+    tok->text_off[nv] = off;
+    tok->piece_off[nv] = poff;
+    /* hash; the first of duplicate texts wins */
+    for (uint64_t i = 0; i < nv; i++) {
+        size_t len;
+        const char *t = tok_text(tok, (int32_t)i, &len);
+        if (vocab_find2(tok, t, len, "", 0) >= 0) continue;
+        uint64_t h = hash_bytes(HASH_SEED, t, len);
+        uint64_t j = h & tok->vocab_mask;
+        while (tok->vocab[j] >= 0) j = (j + 1) & tok->vocab_mask;
+        tok->vocab[j] = (int32_t)i;
+    }
+
+    /* single bytes */
+    for (int b = 0; b < 256; b++) {
+        uint8_t u[4];
+        int n = utf8_encode(byte_to_cp((uint8_t)b), u);
+        tok->byte_tok[b] = vocab_find2(tok, (const char *)u, (size_t)n, "", 0);
+    }
+
+    /* merges: "left right" -> (left id, right id) -> (rank, merged id) */
+    tok->merge_mask = table_size(nm) - 1;
+    tok->merges = malloc((tok->merge_mask + 1) * sizeof *tok->merges);
+    if (!tok->merges) goto nomem;
+    for (uint64_t i = 0; i <= tok->merge_mask; i++) tok->merges[i].key = MERGE_EMPTY;
+    int64_t skipped = 0;
+    for (uint64_t r = 0; r < nm && r < INT32_MAX; r++) {
+        struct gguf_str s = gguf_arr_str(merges, r);
+        const char *sp = s.len > 1 ? memchr(s.ptr + 1, ' ', s.len - 1) : NULL;
+        if (!sp) {
+            skipped++;
+            continue;
+        }
+        size_t la = (size_t)(sp - s.ptr), lb = s.len - la - 1;
+        int32_t a = vocab_find2(tok, s.ptr, la, "", 0);
+        int32_t b = vocab_find2(tok, sp + 1, lb, "", 0);
+        int32_t m = vocab_find2(tok, s.ptr, la, sp + 1, lb);
+        if (a < 0 || b < 0 || m < 0) {
+            skipped++;
+            continue;
+        }
+        uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+        uint64_t h = key * 0x9E3779B97F4A7C15ull;
+        uint64_t j = (h ^ (h >> 29)) & tok->merge_mask;
+        while (tok->merges[j].key != MERGE_EMPTY && tok->merges[j].key != key)
+            j = (j + 1) & tok->merge_mask;
+        if (tok->merges[j].key == key) continue; /* a repeated pair keeps its first rank */
+        tok->merges[j] = (struct merge_slot){key, (int32_t)r, m};
+        tok->n_merges++;
+    }
+    if (skipped) log_debug("tokenizer: %lld merges name tokens not in the vocabulary", (long long)skipped);
+
+    /* special ids and flags */
+    int32_t n = tok->n_vocab;
+    tok->bos = get_id(g, "tokenizer.ggml.bos_token_id", n);
+    tok->eos = get_id(g, "tokenizer.ggml.eos_token_id", n);
+    tok->unk = get_id(g, "tokenizer.ggml.unknown_token_id", n);
+    tok->pad = get_id(g, "tokenizer.ggml.padding_token_id", n);
+    tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", false);
+    tok->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", false);
+    int32_t eot = get_id(g, "tokenizer.ggml.eot_token_id", n);
+    int32_t eom = get_id(g, "tokenizer.ggml.eom_token_id", n);
+    if (tok->eos >= 0) tok->flags[tok->eos] |= TOKFLAG_EOG;
+    if (eot >= 0) tok->flags[eot] |= TOKFLAG_EOG;
+    if (eom >= 0) tok->flags[eom] |= TOKFLAG_EOG;
+    for (size_t k = 0; k < sizeof k_eog_texts / sizeof k_eog_texts[0]; k++) {
+        int32_t id = tokenizer_find(tok, k_eog_texts[k], strlen(k_eog_texts[k]));
+        if (id >= 0 && (tok->type[id] == TOKEN_TYPE_CONTROL || tok->type[id] == TOKEN_TYPE_USER_DEFINED))
+            tok->flags[id] |= TOKFLAG_EOG;
+    }
+
+    /* special tokens, longest first */
+    tok->specials = malloc((size_t)(n_specials ? n_specials : 1) * sizeof *tok->specials);
+    if (!tok->specials) goto nomem;
+    for (int32_t i = 0; i < n; i++) {
+        int t = tok->type[i];
+        size_t len;
+        const char *txt = tok_text(tok, i, &len);
+        if ((t != TOKEN_TYPE_CONTROL && t != TOKEN_TYPE_USER_DEFINED) || len == 0 || len > UINT32_MAX)
+            continue;
+        tok->specials[tok->n_specials++] =
+            (struct special_tok){txt, (uint32_t)len, i, t == TOKEN_TYPE_CONTROL};
+        uint8_t c = (uint8_t)txt[0];
+        tok->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
+    qsort(tok->specials, (size_t)tok->n_specials, sizeof *tok->specials, cmp_special);
+
+    free(type32);
+    *out = tok;
+    return KVIK_OK;
+
+nomem:
+    free(type32);
+    tokenizer_free(tok);
+    return err_set(err, KVIK_ERR_NOMEM, "tokenizer: out of memory (%llu tokens)",
+                   (unsigned long long)nv);
+}
+
+void tokenizer_free(struct tokenizer *tok) {
+    if (!tok) return;
+    free(tok->text);
+    free(tok->text_off);
+    free(tok->piece);
+    free(tok->piece_off);
+    free(tok->type);
+    free(tok->flags);
+    free(tok->vocab);
+    free(tok->merges);
+    free(tok->specials);
+    free(tok);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+int32_t tokenizer_n_vocab(const struct tokenizer *tok) { return tok->n_vocab; }
+int32_t tokenizer_bos(const struct tokenizer *tok) { return tok->bos; }
+int32_t tokenizer_eos(const struct tokenizer *tok) { return tok->eos; }
+int32_t tokenizer_unk(const struct tokenizer *tok) { return tok->unk; }
+int32_t tokenizer_pad(const struct tokenizer *tok) { return tok->pad; }
+bool tokenizer_add_bos(const struct tokenizer *tok) { return tok->add_bos; }
+bool tokenizer_add_eos(const struct tokenizer *tok) { return tok->add_eos; }
+const char *tokenizer_pre_name(const struct tokenizer *tok) { return tok->pre_name; }
+size_t tokenizer_max_piece_len(const struct tokenizer *tok) { return tok->max_piece; }
+
+bool tokenizer_is_eog(const struct tokenizer *tok, int32_t id) {
+    return id >= 0 && id < tok->n_vocab && (tok->flags[id] & TOKFLAG_EOG);
+}
+
+const char *tokenizer_token_text(const struct tokenizer *tok, int32_t id) {
+    if (id < 0 || id >= tok->n_vocab) return NULL;
+    return tok->text + tok->text_off[id];
+}
+
+int tokenizer_token_type(const struct tokenizer *tok, int32_t id) {
+    return id < 0 || id >= tok->n_vocab ? -1 : tok->type[id];
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* The bytes token id decodes to (len 0 for a hidden special token). */
+static const uint8_t *piece_of(const struct tokenizer *tok, int32_t id, bool render_special,
+                               size_t *len) {
+    int t = tok->type[id];
+    if (!render_special && (t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_UNKNOWN)) {
+        *len = 0;
+        return tok->piece;
+    }
+    *len = (size_t)(tok->piece_off[id + 1] - tok->piece_off[id]);
+    return tok->piece + tok->piece_off[id];
+}
+
+int64_t tokenizer_decode_piece(const struct tokenizer *tok, int32_t id, char *buf, size_t len,
+                               bool render_special) {
+    if (id < 0 || id >= tok->n_vocab) return KVIK_ERR_INVALID_ARG;
+    size_t n;
+    const uint8_t *p = piece_of(tok, id, render_special, &n);
+    if (n) memcpy(buf, p, n < len ? n : len);
+    return (int64_t)n;
+}
+
+int64_t tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, int64_t n, char *buf,
+                         size_t len, bool render_special) {
+    size_t o = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= tok->n_vocab) return KVIK_ERR_INVALID_ARG;
+        size_t pn;
+        const uint8_t *p = piece_of(tok, ids[i], render_special, &pn);
+        if (o < len) memcpy(buf + o, p, pn < len - o ? pn : len - o);
+        o += pn;
+    }
+    return (int64_t)o;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+size_t detok_min_cap(const struct tokenizer *tok) { return 3 * (tok->max_piece + 4); }
+
+void detok_init(struct detok_stream *st, const struct tokenizer *tok, bool render_special) {
+    memset(st, 0, sizeof *st);
+    st->tok = tok;
+    st->render_special = render_special;
+}
+
+/* How many bytes of s[0..n) (s[0] a lead byte of length need) continue a
+ * valid sequence: need when complete, less when cut short by the end (then
+ * *cut is set) or by a bad byte. Follows the Unicode table of well-formed
+ * sequences, so overlong forms and surrogates are bad early. */
+static int utf8_valid_prefix(const uint8_t *s, size_t n, int need, bool *cut) {
+    *cut = false;
+    for (int k = 1; k < need; k++) {
+        if ((size_t)k >= n) {
+            *cut = true;
+            return k;
+        }
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (k == 1) {
+            if (s[0] == 0xE0) lo = 0xA0;
+            else if (s[0] == 0xED) hi = 0x9F;
+            else if (s[0] == 0xF0) lo = 0x90;
+            else if (s[0] == 0xF4) hi = 0x8F;
+        }
+        if (s[k] < lo || s[k] > hi) return k;
+    }
+    return need;
+}
+
+static size_t put_fffd(char *out, size_t o) {
+    out[o] = (char)0xEF;
+    out[o + 1] = (char)0xBF;
+    out[o + 2] = (char)0xBD;
+    return o + 3;
+}
+
+/* Emits the valid UTF-8 of s[0..n) into out, U+FFFD for bad subparts, and
+ * keeps an incomplete tail in st. */
+static size_t stream_bytes(struct detok_stream *st, const uint8_t *s, size_t n, char *out) {
+    size_t o = 0, i = 0;
+    while (i < n) {
+        int need = utf8_seq_len(s[i]);
+        if (need == 1) {
+            out[o++] = (char)s[i++];
+            continue;
+        }
+        if (need == 0) {
+            o = put_fffd(out, o);
+            i++;
+            continue;
+        }
+        bool cut;
+        int k = utf8_valid_prefix(s + i, n - i, need, &cut);
+        if (k == need) {
+            memcpy(out + o, s + i, (size_t)k);
+            o += (size_t)k;
+        } else if (cut) {
+            memcpy(st->held, s + i, (size_t)k);
+            st->n_held = k;
+        } else {
+            o = put_fffd(out, o);
+        }
+        i += (size_t)k;
+    }
+    return o;
+}
+
+int64_t detok_push(struct detok_stream *st, int32_t id, char *out, size_t cap) {
+    const struct tokenizer *tok = st->tok;
+    if (id < 0 || id >= tok->n_vocab || cap < detok_min_cap(tok)) return KVIK_ERR_INVALID_ARG;
+    size_t pn;
+    const uint8_t *p = piece_of(tok, id, st->render_special, &pn);
+    if (pn == 0) return 0;
+    size_t o = 0;
+    if (st->n_held) {
+        /* finish the held sequence with the piece's first bytes */
+        uint8_t tmp[4];
+        int nh = st->n_held, need = utf8_seq_len(st->held[0]);
+        size_t take = (size_t)(need - nh) < pn ? (size_t)(need - nh) : pn;
+        memcpy(tmp, st->held, (size_t)nh);
+        memcpy(tmp + nh, p, take);
+        st->n_held = 0;
+        bool cut;
+        int k = utf8_valid_prefix(tmp, (size_t)nh + take, need, &cut);
+        if (k == need) {
+            memcpy(out, tmp, (size_t)k);
+            o = (size_t)k;
+        } else if (cut) { /* still incomplete: the whole piece joined it */
+            memcpy(st->held, tmp, (size_t)k);
+            st->n_held = k;
+            return 0;
+        } else {
+            o = put_fffd(out, 0);
+        }
+        /* the piece's bytes that joined the sequence (held bytes were a
+         * valid prefix, so k >= nh) */
+        size_t used = (size_t)(k - nh);
+        p += used;
+        pn -= used;
+    }
+    return (int64_t)(o + stream_bytes(st, p, pn, out + o));
+}
+
+int64_t detok_flush(struct detok_stream *st, char *out, size_t cap) {
+    size_t o = 0;
+    if (st->n_held) {
+        if (cap < 3) return KVIK_ERR_INVALID_ARG;
+        o = put_fffd(out, 0);
+    }
+    st->n_held = 0;
+    return (int64_t)o;
+}

@@ -1,0 +1,89 @@
+/*
+ * tokenizer_int.h — the layout of a loaded tokenizer, shared by the
+ * tokenizer module's files (tokenizer.c: loading, lookups, decoding;
+ * bpe.c: encoding; pretok.c: pre-tokenizer scanners). Not for other modules.
+ *
+ * Everything lives in a few owned arrays built once by tokenizer_load and
+ * read-only afterwards:
+ *
+ *   text[text_off[i] .. text_off[i+1]-1)   token i's vocabulary text + NUL
+ *   piece[piece_off[i] .. piece_off[i+1])  the raw bytes token i decodes to
+ *   vocab: open-addressing hash, text -> id (linear probing, -1 = empty)
+ *   merges: open-addressing hash, (left id, right id) -> (rank, merged id)
+ */
+#ifndef KVIK_TOKENIZER_INT_H
+#define KVIK_TOKENIZER_INT_H
+
+#include "tokenizer/tokenizer.h"
+
+/* Pre-tokenizers: how text is cut into words before BPE. */
+enum pretok_kind {
+    PRETOK_GPT2,      /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+    PRETOK_STARCODER, /* every \p{N} alone, then PRETOK_GPT2 on the text between */
+};
+
+/* Called once per word, in order: bytes [start, end) of the text given to
+ * pretok_split. Returns false to stop (out of memory). */
+typedef bool (*pretok_emit_fn)(void *ctx, size_t start, size_t end);
+
+/* Splits s[0..n) into words; false if emit stopped it. */
+bool pretok_split(enum pretok_kind kind, const uint8_t *s, size_t n, pretok_emit_fn emit,
+                  void *ctx);
+
+#define TOKFLAG_EOG 1u /* ends generation */
+
+struct merge_slot {
+    uint64_t key;   /* (uint64)left << 32 | right; MERGE_EMPTY: empty slot */
+    int32_t rank;   /* index in tokenizer.ggml.merges: lower merges first */
+    int32_t merged; /* id of left's text + right's text */
+};
+#define MERGE_EMPTY UINT64_MAX
+
+struct special_tok {
+    const char *text; /* into tokenizer.text */
+    uint32_t len;
+    int32_t id;
+    bool control;     /* CONTROL/UNKNOWN: matched only with parse_special */
+};
+
+struct tokenizer {
+    int32_t n_vocab;
+    char *text;              /* all token texts, each NUL-terminated */
+    uint64_t *text_off;      /* [n_vocab + 1] */
+    uint8_t *piece;          /* decoded bytes of every token */
+    uint64_t *piece_off;     /* [n_vocab + 1] */
+    uint8_t *type;           /* [n_vocab] enum token_type */
+    uint8_t *flags;          /* [n_vocab] TOKFLAG_* */
+    size_t max_piece;        /* longest piece */
+
+    int32_t *vocab;          /* [vocab_mask + 1] hash slots: token id or -1 */
+    uint64_t vocab_mask;
+    struct merge_slot *merges; /* [merge_mask + 1] */
+    uint64_t merge_mask;
+    int64_t n_merges;        /* entries in the table */
+
+    int32_t byte_tok[256];   /* token of each single byte (byte-level char), or -1 */
+
+    struct special_tok *specials; /* [n_specials], longest first */
+    int32_t n_specials;
+    uint8_t special_first[32];    /* bitmap of the specials' first bytes */
+
+    enum pretok_kind pretok;
+    char pre_name[64];
+    int32_t bos, eos, unk, pad;
+    bool add_bos, add_eos;
+};
+
+/* Merge of (left, right), or NULL if the pair never merges. */
+static inline const struct merge_slot *merge_find(const struct tokenizer *tok, int32_t left,
+                                                  int32_t right) {
+    uint64_t key = (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    for (uint64_t i = (h ^ (h >> 29)) & tok->merge_mask;; i = (i + 1) & tok->merge_mask) {
+        const struct merge_slot *s = &tok->merges[i];
+        if (s->key == key) return s;
+        if (s->key == MERGE_EMPTY) return NULL;
+    }
+}
+
+#endif /* KVIK_TOKENIZER_INT_H */
