@@ -10,5 +10,6 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif /* KVIK_CLI_H */

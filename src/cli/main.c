@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "usage: kvik COMMAND [ARGS]\n"
             "\n"
             "commands:\n"
+            "  run [-m MODEL] -p TEXT      generate text (kvik run --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
             "\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }

@@ -1,0 +1,346 @@
+/*
+ * cmd_run.c — `kvik run`: generate text from a prompt with a model.
+ *
+ * The prompt is tokenized, prefilled in batches of up to PREFILL_BATCH
+ * tokens (matrix-matrix products), then tokens are sampled one at a time
+ * (mat-vec) and streamed to stdout through the UTF-8-safe detokenizer.
+ * Statistics go to stderr; --json prints one object instead of streaming.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+enum { PREFILL_BATCH = 512 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvik run [-m MODEL] (-p TEXT | -f FILE) [options]\n"
+            "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -p TEXT        prompt\n"
+            "  -f FILE        read the prompt from FILE\n"
+            "  -n N           tokens to generate (default 128)\n"
+            "  -t N           threads (default: all CPUs)\n"
+            "  -c N           context size (default: the model's, at most 4096)\n"
+            "  --temp X       temperature (default 0.8; 0: greedy)\n"
+            "  --top-k N      (default 40; 0: off)\n"
+            "  --top-p X      (default 0.95)\n"
+            "  --min-p X      (default 0.05)\n"
+            "  --repeat-penalty X  (default 1.0: off)\n"
+            "  -s SEED        random seed (default: from the clock)\n"
+            "  --json         print one JSON object (text, token ids, timings) instead of streaming\n");
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (!*s || *end || errno || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+/* The model path: -m, else $KVIK_MODEL, else the default model's cache path. */
+static const char *resolve_model(const char *arg, char *buf, size_t len) {
+    if (arg) return arg;
+    const char *env = getenv("KVIK_MODEL");
+    if (env && *env) return env;
+    const char *dir = getenv("KVIK_MODELS");
+    if (dir && *dir) snprintf(buf, len, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else snprintf(buf, len, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf", getenv("HOME") ? getenv("HOME") : ".");
+    return buf;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static void json_string(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_ids(FILE *f, const int32_t *ids, int64_t n) {
+    fputc('[', f);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
+    fputc(']', f);
+}
+
+struct run_opts {
+    const char *model, *prompt, *prompt_file;
+    long n_gen, threads, n_ctx;
+    bool json;
+    struct sampler_params sp;
+};
+
+static int parse_args(int argc, char **argv, struct run_opts *o) {
+    *o = (struct run_opts){.n_gen = 128, .threads = cpu_count(), .n_ctx = 0, .sp = sampler_params_default()};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long l;
+        bool ok = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+            continue;
+        } else if (!v) {
+            fprintf(stderr, "kvik run: unknown argument or missing value: '%s' (try kvik run --help)\n", a);
+            return 2;
+        } else if (!strcmp(a, "-m")) o->model = v;
+        else if (!strcmp(a, "-p")) o->prompt = v;
+        else if (!strcmp(a, "-f")) o->prompt_file = v;
+        else if (!strcmp(a, "-n")) ok = parse_long(v, 0, 1 << 24, &o->n_gen);
+        else if (!strcmp(a, "-t")) ok = parse_long(v, 1, 1024, &o->threads);
+        else if (!strcmp(a, "-c")) ok = parse_long(v, 1, 1 << 24, &o->n_ctx);
+        else if (!strcmp(a, "--temp")) ok = parse_float(v, -1e9f, 1e9f, &o->sp.temp);
+        else if (!strcmp(a, "--top-k")) ok = parse_long(v, 0, 1 << 30, &l) && ((o->sp.top_k = (int32_t)l), 1);
+        else if (!strcmp(a, "--top-p")) ok = parse_float(v, 0, 1, &o->sp.top_p);
+        else if (!strcmp(a, "--min-p")) ok = parse_float(v, 0, 1, &o->sp.min_p);
+        else if (!strcmp(a, "--repeat-penalty")) ok = parse_float(v, 0, 1e9f, &o->sp.repeat_penalty);
+        else if (!strcmp(a, "-s")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            ok = *v && !*end && !errno;
+            o->sp.seed = s;
+        } else {
+            fprintf(stderr, "kvik run: unknown argument '%s' (try kvik run --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "kvik run: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+        i++;
+    }
+    if (!o->prompt == !o->prompt_file) {
+        fprintf(stderr, "kvik run: give exactly one of -p TEXT or -f FILE\n");
+        return 2;
+    }
+    return -1;
+}
+
+int cmd_run(int argc, char **argv) {
+    struct run_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    struct kvik_err err = {0};
+    if (sampler_params_validate(&o.sp, &err)) {
+        fprintf(stderr, "kvik run: %s\n", err.msg);
+        return 2;
+    }
+    char pathbuf[4096];
+    const char *path = resolve_model(o.model, pathbuf, sizeof pathbuf);
+    size_t prompt_len = 0;
+    char *prompt_owned = NULL;
+    const char *prompt = o.prompt;
+    if (o.prompt_file) {
+        if (!(prompt_owned = read_file(o.prompt_file, &prompt_len))) {
+            fprintf(stderr, "kvik run: cannot read prompt file '%s': %s\n", o.prompt_file, strerror(errno));
+            return 1;
+        }
+        prompt = prompt_owned;
+    } else {
+        prompt_len = strlen(prompt);
+    }
+
+    struct model *m = NULL;
+    struct tokenizer *tok = NULL;
+    struct model_ctx *ctx = NULL;
+    struct sampler *smp = NULL;
+    struct kv_flat kv = {0};
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    char *text = NULL;
+    size_t text_len = 0, text_cap = 0;
+    rc = 1;
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        fprintf(stderr, "kvik run: model '%s' not found%s\n", path,
+                o.model || getenv("KVIK_MODEL") ? "" : " (fetch the default model with `make model`)");
+        goto done;
+    }
+    fclose(probe);
+    int64_t t_load = clock_ns();
+    if (model_load(path, &m, &err) || tokenizer_load(m->file, &tok, &err)) goto fail;
+    const struct model_hparams *hp = &m->hp;
+    int n_ctx = (int)(o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096));
+    int64_t n_prompt = tokenizer_encode(tok, prompt, prompt_len, true, false, NULL, 0);
+    if (n_prompt < 0) {
+        err_set(&err, (kvik_status)n_prompt, "cannot tokenize the prompt");
+        goto fail;
+    }
+    if (n_prompt == 0) {
+        err_set(&err, KVIK_ERR_INVALID_ARG, "the prompt is empty");
+        goto fail;
+    }
+    if (n_prompt >= n_ctx) {
+        err_set(&err, KVIK_ERR_INVALID_ARG, "prompt of %lld tokens does not fit the context of %d (-c)",
+                (long long)n_prompt, n_ctx);
+        goto fail;
+    }
+    int64_t n_total = n_prompt + o.n_gen < n_ctx ? n_prompt + o.n_gen : n_ctx;
+    ids = malloc(sizeof(int32_t) * (size_t)n_total);
+    logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
+    if (!ids || !logits) {
+        err_set(&err, KVIK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    tokenizer_encode(tok, prompt, prompt_len, true, false, ids, n_prompt);
+    int max_batch = n_prompt < PREFILL_BATCH ? (int)n_prompt : PREFILL_BATCH;
+    if (!(ctx = model_ctx_new(m, (int)o.threads, max_batch, n_ctx, &err))) goto fail;
+    if (kv_flat_init(&kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, &err)) goto fail;
+    if (!(smp = sampler_new(&o.sp, hp->n_vocab, &err))) goto fail;
+    for (int64_t i = 0; i < n_prompt; i++) sampler_accept(smp, ids[i]);
+    t_load = clock_ns() - t_load;
+
+    /* prefill */
+    int32_t pos[PREFILL_BATCH], seq[PREFILL_BATCH] = {0};
+    int64_t t0 = clock_ns();
+    for (int64_t start = 0; start < n_prompt; start += max_batch) {
+        int nb = (int)(n_prompt - start < max_batch ? n_prompt - start : max_batch);
+        for (int i = 0; i < nb; i++) pos[i] = (int32_t)(start + i);
+        struct model_batch b = {.n = nb, .tokens = ids + start, .pos = pos, .seq = seq};
+        if (model_forward(ctx, &kv.base, &b, logits, &err)) goto fail;
+    }
+    int64_t t_prefill = clock_ns() - t0;
+
+    /* decode */
+    struct detok_stream ds;
+    detok_init(&ds, tok, false);
+    size_t piece_cap = detok_min_cap(tok);
+    char *piece = malloc(piece_cap);
+    if (!piece) {
+        err_set(&err, KVIK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    int64_t n = n_prompt, t_first = 0;
+    int64_t t1 = clock_ns();
+    while (n < n_total) {
+        int32_t next = sampler_sample(smp, logits);
+        if (n == n_prompt) t_first = clock_ns() - t0;
+        sampler_accept(smp, next);
+        ids[n++] = next;
+        if (tokenizer_is_eog(tok, next)) break;
+        int64_t k = detok_push(&ds, next, piece, piece_cap);
+        if (k > 0) {
+            if (o.json) {
+                if (text_len + (size_t)k > text_cap) {
+                    size_t nc = (text_cap ? text_cap * 2 : 4096) + (size_t)k;
+                    char *nt = realloc(text, nc);
+                    if (!nt) break;
+                    text = nt, text_cap = nc;
+                }
+                memcpy(text + text_len, piece, (size_t)k);
+                text_len += (size_t)k;
+            } else {
+                fwrite(piece, 1, (size_t)k, stdout);
+                fflush(stdout);
+            }
+        }
+        if (n >= n_total) break;
+        int32_t p = (int32_t)(n - 1), s = 0;
+        struct model_batch b = {.n = 1, .tokens = &ids[n - 1], .pos = &p, .seq = &s};
+        if (model_forward(ctx, &kv.base, &b, logits, &err)) {
+            free(piece);
+            goto fail;
+        }
+    }
+    int64_t k = detok_flush(&ds, piece, piece_cap);
+    if (k > 0 && !o.json) fwrite(piece, 1, (size_t)k, stdout);
+    if (k > 0 && o.json && text_len + (size_t)k <= text_cap) memcpy(text + text_len, piece, (size_t)k), text_len += (size_t)k;
+    free(piece);
+    int64_t t_decode = clock_ns() - t1;
+    int64_t n_gen = n - n_prompt;
+    double decode_s = (double)t_decode * 1e-9, prefill_s = (double)t_prefill * 1e-9;
+    /* tokens after the first are the ones decode produced */
+    double tg = n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0;
+    double gbs = tg * (double)model_decode_bytes(m) / 1e9;
+    if (o.json) {
+        printf("{\"model\":");
+        json_string(stdout, path, strlen(path));
+        printf(",\"text\":");
+        json_string(stdout, text ? text : "", text_len);
+        printf(",\"prompt_ids\":");
+        json_ids(stdout, ids, n_prompt);
+        printf(",\"generated_ids\":");
+        json_ids(stdout, ids + n_prompt, n_gen);
+        printf(",\"timings\":{\"load_s\":%.4f,\"prompt_tokens\":%lld,\"prefill_s\":%.4f,\"prefill_tok_s\":%.2f,"
+               "\"ttft_s\":%.4f,\"generated_tokens\":%lld,\"decode_s\":%.4f,\"decode_tok_s\":%.2f,"
+               "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"peak_rss_bytes\":%llu}}\n",
+               (double)t_load * 1e-9, (long long)n_prompt, prefill_s, (double)n_prompt / prefill_s,
+               (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs,
+               (unsigned long long)mem_peak_rss());
+    } else {
+        printf("\n");
+        fprintf(stderr,
+                "\nkvik: prompt %lld tokens, prefill %.1f tok/s, time to first token %.1f ms\n"
+                "kvik: generated %lld tokens, decode %.2f tok/s (%.2f ms/token), weights read %.2f GB/s, "
+                "peak RSS %.1f MiB, %ld threads, %s\n",
+                (long long)n_prompt, (double)n_prompt / prefill_s, (double)t_first * 1e-6, (long long)n_gen, tg,
+                tg > 0 ? 1e3 / tg : 0, gbs, (double)mem_peak_rss() / (1 << 20), o.threads, kvik_cpu_isa());
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "kvik run: %s\n", err.msg);
+done:
+    free(text);
+    free(ids);
+    free(logits);
+    sampler_free(smp);
+    kv_flat_free(&kv);
+    model_ctx_free(ctx);
+    tokenizer_free(tok);
+    model_free(m);
+    free(prompt_owned);
+    return rc;
+}

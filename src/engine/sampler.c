@@ -1,0 +1,339 @@
+/*
+ * sampler.c — the sampling chain described in sampler.h: penalties, top-k,
+ * top-p, min-p, temperature and a seeded draw, over a private copy of the
+ * logits held in scratch space allocated once by sampler_new.
+ */
+#include "engine/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+struct cand {
+    float v;    // logit after the stages so far
+    int32_t id; // token id
+};
+
+struct sampler {
+    struct sampler_params p; // validated copy
+    int32_t n_vocab;
+    uint64_t seed;      // resolved seed (never SAMPLER_SEED_RANDOM's meaning)
+    uint64_t rng[4];    // xoshiro256** state
+    struct cand *cand;  // [n_vocab] scratch
+    int32_t *counts;    // [n_vocab] occurrences of each token in the history window
+    uint32_t *stamp;    // [n_vocab] last epoch a token was penalised (dedupe)
+    uint32_t epoch;
+    int32_t *hist;      // [repeat_last_n] ring of accepted tokens
+    int32_t hist_len;   // entries in use
+    int32_t hist_pos;   // next slot to write
+};
+
+/* ---- random numbers: splitmix64 seeding, xoshiro256** stream ---------- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+static void rng_seed(uint64_t s[4], uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
+}
+
+/* ---- params ----------------------------------------------------------- */
+
+struct sampler_params sampler_params_default(void) {
+    return (struct sampler_params){
+        .temp = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
+        .seed = SAMPLER_SEED_RANDOM,
+    };
+}
+
+kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_err *err) {
+    if (!p) return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: params is NULL");
+    if (!isfinite(p->temp))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: temp must be finite (got %g)",
+                       (double)p->temp);
+    if (p->top_k < 0)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: top_k must be >= 0 (0 = off), got %d",
+                       (int)p->top_k);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: top_p must be in (0, 1], got %g",
+                       (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: min_p must be in [0, 1], got %g",
+                       (double)p->min_p);
+    if (!(isfinite(p->repeat_penalty) && p->repeat_penalty > 0.0f))
+        return err_set(err, KVIK_ERR_INVALID_ARG,
+                       "sampler: repeat_penalty must be finite and > 0 (1 = off), got %g",
+                       (double)p->repeat_penalty);
+    if (p->repeat_last_n < 0)
+        return err_set(err, KVIK_ERR_INVALID_ARG,
+                       "sampler: repeat_last_n must be >= 0, got %d", (int)p->repeat_last_n);
+    if (!isfinite(p->frequency_penalty))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: frequency_penalty must be finite");
+    if (!isfinite(p->presence_penalty))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: presence_penalty must be finite");
+    return KVIK_OK;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab,
+                            struct kvik_err *err) {
+    if (sampler_params_validate(p, err) != KVIK_OK) return NULL;
+    if (n_vocab <= 0) {
+        err_set(err, KVIK_ERR_INVALID_ARG, "sampler: n_vocab must be > 0, got %d", (int)n_vocab);
+        return NULL;
+    }
+    struct sampler *s = calloc(1, sizeof *s);
+    if (!s) goto nomem;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->stamp = calloc((size_t)n_vocab, sizeof *s->stamp);
+    s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
+    if (!s->cand || !s->counts || !s->stamp || !s->hist) goto nomem;
+    s->seed = p->seed;
+    if (p->seed == SAMPLER_SEED_RANDOM) {
+        uint64_t x = (uint64_t)clock_ns() ^ (uint64_t)(uintptr_t)s;
+        s->seed = splitmix64(&x);
+    }
+    sampler_reset(s);
+    return s;
+nomem:
+    sampler_free(s);
+    err_set(err, KVIK_ERR_NOMEM, "sampler: out of memory for n_vocab %d", (int)n_vocab);
+    return NULL;
+}
+
+void sampler_free(struct sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    free(s->counts);
+    free(s->stamp);
+    free(s->hist);
+    free(s);
+}
+
+void sampler_reset(struct sampler *s) {
+    if (!s) return;
+    memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+    s->hist_len = 0;
+    s->hist_pos = 0;
+    rng_seed(s->rng, s->seed);
+}
+
+uint64_t sampler_seed(const struct sampler *s) { return s ? s->seed : 0; }
+
+void sampler_accept(struct sampler *s, int32_t token) {
+    if (!s || token < 0 || token >= s->n_vocab) return;
+    int32_t n = s->p.repeat_last_n;
+    if (n == 0) return;
+    if (s->hist_len == n) s->counts[s->hist[s->hist_pos]]--; /* evict the oldest */
+    else s->hist_len++;
+    s->hist[s->hist_pos] = token;
+    s->counts[token]++;
+    s->hist_pos = (s->hist_pos + 1) % n;
+}
+
+/* ---- ordering, selection, sorting ------------------------------------- */
+
+/* The total order of candidates: larger logit first, then lower id. */
+static inline bool better(struct cand a, struct cand b) {
+    return a.v > b.v || (a.v == b.v && a.id < b.id);
+}
+
+static inline void swap_cand(struct cand *a, struct cand *b) {
+    struct cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearranges a[0..n) so that a[0..k) hold the k best candidates (in no
+ * particular order). Quickselect with a median-of-three pivot. */
+static void select_top(struct cand *a, ptrdiff_t n, ptrdiff_t k) {
+    ptrdiff_t lo = 0, hi = n; /* the boundary k lies inside [lo, hi) */
+    while (k > lo && k < hi && hi - lo > 1) {
+        ptrdiff_t mid = lo + (hi - lo) / 2;
+        if (better(a[mid], a[lo])) swap_cand(&a[mid], &a[lo]);
+        if (better(a[hi - 1], a[lo])) swap_cand(&a[hi - 1], &a[lo]);
+        if (better(a[hi - 1], a[mid])) swap_cand(&a[hi - 1], &a[mid]);
+        struct cand pivot = a[mid];
+        ptrdiff_t i = lo, j = hi - 1;
+        while (i <= j) {
+            while (better(a[i], pivot)) i++;
+            while (better(pivot, a[j])) j--;
+            if (i <= j) {
+                swap_cand(&a[i], &a[j]);
+                i++;
+                j--;
+            }
+        }
+        /* [lo, j] not worse than pivot, [i, hi) not better, between: pivot */
+        if (k <= j) hi = j + 1;
+        else if (k >= i) lo = i;
+        else return;
+    }
+}
+
+/* Sorts a[0..n) best first (heapsort: no recursion, no allocation). */
+static void sift_down(struct cand *a, size_t root, size_t n) {
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= n) return;
+        /* the heap keeps the worst candidate at the root */
+        if (child + 1 < n && better(a[child], a[child + 1])) child++;
+        if (!better(a[root], a[child])) return;
+        swap_cand(&a[root], &a[child]);
+        root = child;
+    }
+}
+
+static void sort_best_first(struct cand *a, size_t n) {
+    if (n < 2) return;
+    for (size_t i = n / 2; i-- > 0;) sift_down(a, i, n);
+    for (size_t end = n - 1; end > 0; end--) {
+        swap_cand(&a[0], &a[end]);
+        sift_down(a, 0, end);
+    }
+}
+
+/* ---- the chain -------------------------------------------------------- */
+
+static inline float sanitize(float x) {
+    if (isnan(x)) return -INFINITY;
+    if (x == INFINITY) return FLT_MAX;
+    return x;
+}
+
+static bool penalties_active(const struct sampler_params *p) {
+    return p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+           p->presence_penalty != 0.0f;
+}
+
+static void apply_penalties(struct sampler *s) {
+    if (s->hist_len == 0 || !penalties_active(&s->p)) return;
+    if (++s->epoch == 0) { /* wrapped: clear the stamps once every 2^32 calls */
+        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
+        s->epoch = 1;
+    }
+    const struct sampler_params *p = &s->p;
+    for (int32_t j = 0; j < s->hist_len; j++) {
+        int32_t t = s->hist[j];
+        if (s->stamp[t] == s->epoch) continue;
+        s->stamp[t] = s->epoch;
+        int32_t c = s->counts[t];
+        float v = s->cand[t].v;
+        v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+        v -= (float)c * p->frequency_penalty + (c > 0 ? p->presence_penalty : 0.0f);
+        s->cand[t].v = sanitize(v);
+    }
+}
+
+int32_t sampler_sample(struct sampler *s, const float *logits) {
+    if (!s || !logits) return 0;
+    const struct sampler_params *p = &s->p;
+    struct cand *c = s->cand;
+    size_t n = (size_t)s->n_vocab;
+
+    /* 1-2. private copy, sanitised, then penalties (candidate i is token i) */
+    for (size_t i = 0; i < n; i++) c[i] = (struct cand){sanitize(logits[i]), (int32_t)i};
+    apply_penalties(s);
+
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (c[i].v > c[best].v) best = i; /* strict: ties keep the lowest id */
+    if (p->temp <= 0.0f || c[best].v == -INFINITY) return c[best].id;
+
+    size_t m = n;       /* candidates still in play: c[0..m) */
+    size_t sorted = 0;  /* c[0..sorted) are the best, in order */
+
+    /* 3. top-k */
+    if (p->top_k > 0 && (size_t)p->top_k < m) {
+        select_top(c, (ptrdiff_t)m, p->top_k);
+        m = (size_t)p->top_k;
+        sort_best_first(c, m);
+        sorted = m;
+    }
+
+    float maxv = c[0].v;
+    if (sorted == 0) {
+        for (size_t i = 1; i < m; i++)
+            if (c[i].v > maxv) maxv = c[i].v;
+    }
+
+    /* 4. top-p: grow a sorted prefix until its mass reaches top_p */
+    if (p->top_p < 1.0f) {
+        double sum = 0.0;
+        for (size_t i = 0; i < m; i++) sum += exp((double)c[i].v - maxv);
+        double target = (double)p->top_p * sum, cum = 0.0;
+        size_t chunk = 64;
+        for (size_t i = 0; i < m; i++) {
+            if (i == sorted) {
+                size_t want = sorted + chunk < m ? sorted + chunk : m;
+                select_top(c + sorted, (ptrdiff_t)(m - sorted), (ptrdiff_t)(want - sorted));
+                sort_best_first(c + sorted, want - sorted);
+                sorted = want;
+                chunk *= 2;
+            }
+            cum += exp((double)c[i].v - maxv);
+            if (cum >= target) {
+                m = i + 1;
+                break;
+            }
+        }
+        if (sorted > m) sorted = m;
+    }
+
+    /* 5. min-p: logit >= max + log(min_p) */
+    if (p->min_p > 0.0f) {
+        double thr = (double)maxv + log((double)p->min_p);
+        size_t k = 0;
+        if (sorted == m) {
+            while (k < m && (double)c[k].v >= thr) k++;
+        } else {
+            for (size_t i = 0; i < m; i++)
+                if ((double)c[i].v >= thr) c[k++] = c[i];
+        }
+        m = k > 0 ? k : 1; /* the maximum always passes; guard anyway */
+    }
+
+    /* 6-7. temperature, softmax, one draw */
+    double inv_t = 1.0 / (double)p->temp, sum = 0.0;
+    if (!isfinite(inv_t)) return c[best].id; /* temp so small it is greedy */
+    for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
+    double u = rng_uniform(s->rng) * sum, cum = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        cum += exp(((double)c[i].v - maxv) * inv_t);
+        if (u < cum) return c[i].id;
+    }
+    return c[m - 1].id; /* rounding left u at the very top */
+}

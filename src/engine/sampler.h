@@ -1,0 +1,88 @@
+/*
+ * sampler.h — turning one row of logits into one token id.
+ *
+ * The chain follows llama.cpp's default sampler order (common/sampling:
+ * penalties -> dry -> top_n_sigma -> top_k -> typ_p -> top_p -> min_p ->
+ * xtc -> temperature -> dist); kvik implements the stages below and skips
+ * the ones it does not have (dry, top_n_sigma, typ_p, xtc):
+ *
+ *   1. sanitise   NaN -> -inf, +inf -> FLT_MAX (so several +inf logits
+ *                 share the mass equally); the caller's logits are never
+ *                 modified, the chain works on a private copy.
+ *   2. penalties  over the distinct tokens among the last repeat_last_n
+ *                 accepted ones, each seen c times:
+ *                   repetition: logit > 0 ? logit / repeat_penalty
+ *                                         : logit * repeat_penalty
+ *                   then logit -= c * frequency_penalty
+ *                               + (c > 0) * presence_penalty
+ *   (temp <= 0: greedy — argmax of the penalised logits, ties -> lowest id;
+ *    the remaining stages are skipped and no random number is drawn.)
+ *   3. top-k      keep the k largest logits (k == 0: off).
+ *   4. top-p      softmax (temperature 1) over what is left; keep the
+ *                 smallest prefix, in descending order, whose probability
+ *                 sum reaches top_p (the token that crosses top_p is kept).
+ *                 top_p == 1: off.
+ *   5. min-p      keep tokens with p >= min_p * p_max, i.e.
+ *                 logit >= max_logit + log(min_p). min_p == 0: off.
+ *   6. temperature  logits /= temp.
+ *   7. dist       softmax and one draw from a seeded xoshiro256** stream.
+ *
+ * Candidates are ordered by (logit descending, id ascending), a total order,
+ * so results do not depend on the selection algorithm. Top-k uses a
+ * quickselect (O(n_vocab)) and sorts only the k survivors; top-p without
+ * top-k grows a sorted prefix by repeated selection instead of sorting the
+ * whole vocabulary. If every logit is -inf (or NaN) the sampler returns the
+ * lowest id, 0. sampler_sample allocates nothing: all scratch space is
+ * allocated by sampler_new.
+ *
+ * A sampler is not thread-safe; use one per sequence.
+ */
+#ifndef KVIK_SAMPLER_H
+#define KVIK_SAMPLER_H
+
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* seed value meaning "seed from the clock" (llama.cpp's LLAMA_DEFAULT_SEED) */
+#define SAMPLER_SEED_RANDOM UINT64_C(0xFFFFFFFF)
+
+struct sampler_params {
+    float temp;              // 0.8; <= 0: greedy
+    int32_t top_k;           // 40; 0: off
+    float top_p;             // 0.95; in (0, 1], 1: off
+    float min_p;             // 0.05; in [0, 1], 0: off
+    float repeat_penalty;    // 1.0 (off); > 0
+    int32_t repeat_last_n;   // 64; how many accepted tokens the penalties see, 0: none
+    float frequency_penalty; // 0 (off)
+    float presence_penalty;  // 0 (off)
+    uint64_t seed;           // SAMPLER_SEED_RANDOM: from the clock
+};
+
+/* The defaults of llama.cpp's command line, listed above. */
+struct sampler_params sampler_params_default(void);
+
+/* KVIK_OK, or KVIK_ERR_INVALID_ARG naming the first bad field. */
+kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_err *err);
+
+struct sampler;
+
+/* NULL on invalid params / n_vocab <= 0 (KVIK_ERR_INVALID_ARG) or no memory. */
+struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab,
+                            struct kvik_err *err);
+void sampler_free(struct sampler *s);
+
+/* One token id in [0, n_vocab) from logits[n_vocab]; logits are not modified. */
+int32_t sampler_sample(struct sampler *s, const float *logits);
+
+/* Records a token (prompt or generated) for the penalties; ids outside
+ * [0, n_vocab) are ignored. */
+void sampler_accept(struct sampler *s, int32_t token);
+
+/* Forgets the history and restarts the random stream from the seed. */
+void sampler_reset(struct sampler *s);
+
+/* The seed actually in use (the clock-derived one for SAMPLER_SEED_RANDOM). */
+uint64_t sampler_seed(const struct sampler *s);
+
+#endif /* KVIK_SAMPLER_H */

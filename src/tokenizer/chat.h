@@ -1,0 +1,103 @@
+/*
+ * chat.h — chat templates: turning a list of {role, content} messages into
+ * the prompt text a chat model was trained on.
+ *
+ * GGUF files carry the Hugging Face Jinja template in tokenizer.chat_template.
+ * kvik does not run Jinja; it recognises the template's family by distinctive
+ * markers and renders that family in C. Each family reproduces, byte for
+ * byte, one reference template (the exact texts are in
+ * scripts/gen_chat_golden.py; tests/data/chat/ holds Jinja2's renderings):
+ *
+ *   chatml   generic ChatML ("<|im_start|>role\ncontent<|im_end|>\n"), plus
+ *            an optional default system prompt (SmolLM2, Qwen2.5 style, see
+ *            struct chat_format)
+ *   llama3   Meta-Llama-3-8B-Instruct: content trimmed
+ *   gemma    gemma-3-it: assistant -> "model", a leading system message is
+ *            folded into the first user turn as "system\n\nuser", content
+ *            trimmed (for a conversation without system, gemma-2-it renders
+ *            the same)
+ *   mistral  Mistral-7B-Instruct-v0.1 (v1 style, " [INST] ... [/INST]"), a
+ *            leading system message folded into the first [INST]; the
+ *            template has no generation prompt, add_generation_prompt is
+ *            ignored; assistant turns end with the EOS text "</s>"
+ *   phi3     Phi-3-mini-4k-instruct: "<|role|>\ncontent<|end|>\n"; without
+ *            a generation prompt the text ends with the EOS text
+ *            "<|endoftext|>", as the template does
+ *
+ * BOS: the rendered text never contains a BOS token text (the templates'
+ * bos_token renders as ""); the caller prepends the BOS id when tokenising,
+ * as the model's tokenizer.ggml.add_bos_token says. EOS texts that a
+ * template writes inside the conversation (mistral, phi3) are kept: the
+ * tokenizer must parse special-token text.
+ *
+ * Roles are "system", "user" and "assistant"; anything else is
+ * KVIK_ERR_INVALID_ARG. gemma and mistral also reject what their reference
+ * templates reject (roles not alternating user/assistant after an optional
+ * leading system message) and, being stricter, a system message anywhere
+ * but first. Whitespace trimming (llama3, gemma) follows Python's
+ * str.strip(): ASCII and Unicode white space.
+ */
+#ifndef KVIK_CHAT_H
+#define KVIK_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/base.h"
+
+enum chat_template {
+    CHAT_TEMPLATE_CHATML,
+    CHAT_TEMPLATE_LLAMA3,
+    CHAT_TEMPLATE_GEMMA,
+    CHAT_TEMPLATE_MISTRAL,
+    CHAT_TEMPLATE_PHI3,
+    CHAT_TEMPLATE_COUNT,
+};
+
+struct chat_msg {
+    const char *role;    // "system", "user" or "assistant"
+    const char *content; // UTF-8, NUL-terminated
+};
+
+/* A recognised template: the family plus per-model details. */
+struct chat_format {
+    enum chat_template tmpl;
+    char *default_system; // NULL, or (owned) the system prompt the template injects
+                          // when messages[0] is not a system message (SmolLM2)
+    bool approximate;     // the template does more than the family's reference
+                          // (Llama 3.1's date header, tools): rendering is the
+                          // family's base form, not byte-exact; callers may warn
+};
+
+/* "chatml", "llama3", "gemma", "mistral", "phi3"; "?" out of range. */
+const char *chat_template_name(enum chat_template t);
+
+/* Name -> family (an override); KVIK_ERR_UNSUPPORTED for an unknown name. */
+kvik_status chat_template_from_name(const char *name, enum chat_template *out,
+                                    struct kvik_err *err);
+
+/* Recognises the Jinja text of tokenizer.chat_template. KVIK_ERR_UNSUPPORTED
+ * (never a guess) when no family matches or a known variant kvik does not
+ * render (Phi-4's <|im_sep|>, Mistral v3/v7 "[INST]" without spaces,
+ * Llama 2's <<SYS>>). Free with chat_format_free. */
+kvik_status chat_detect(const char *template_text, struct chat_format *out,
+                        struct kvik_err *err);
+void chat_format_free(struct chat_format *f);
+
+/*
+ * Renders msgs[0..n). Always sets *needed (when non-NULL) to the text's
+ * length without the NUL. Writes the NUL-terminated text to out when it fits
+ * (needed < cap); otherwise returns KVIK_ERR_INVALID_ARG ("buffer too
+ * small"), except for a pure size query (out == NULL, cap == 0), which
+ * returns KVIK_OK. Rendering errors (bad role, order) leave *needed 0.
+ */
+kvik_status chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n,
+                       bool add_generation_prompt, char *out, size_t cap, size_t *needed,
+                       struct kvik_err *err);
+
+/* The same, with the format's per-model details (default system prompt). */
+kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg *msgs,
+                              size_t n, bool add_generation_prompt, char *out, size_t cap,
+                              size_t *needed, struct kvik_err *err);
+
+#endif /* KVIK_CHAT_H */

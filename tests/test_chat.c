@@ -1,0 +1,306 @@
+/*
+ * test_chat.c — chat templates. The golden renderings in tests/data/chat/
+ * come from Jinja2 running each family's reference template
+ * (scripts/gen_chat_golden.py); here chat_detect must recognise each
+ * reference text and chat_format_apply must reproduce Jinja2 byte for byte.
+ */
+#include <stdlib.h>
+
+#include "gguf/gguf.h"
+#include "test.h"
+#include "tokenizer/chat.h"
+
+/* Keep in step with CONVERSATIONS in scripts/gen_chat_golden.py. */
+static const struct chat_msg conv_basic[] = {{"user", "Hello!"}};
+static const struct chat_msg conv_system[] = {
+    {"system", "You are a pirate."},
+    {"user", "Hi"},
+    {"assistant", "Arr, hello there!"},
+    {"user", "What is 2+2?"},
+};
+static const struct chat_msg conv_spaces[] = {
+    {"user", "  padded question \n"},
+    {"assistant", "\tanswer with a trailing newline\n"},
+    {"user", "Thanks\u00a0\u3000"},
+};
+static const struct chat_msg conv_unicode[] = {
+    {"system", "R\u00e9ponds en fran\u00e7ais.\n"},
+    {"user", "Gr\u00fc\u00dfe, \u4e16\u754c \U0001F642"},
+};
+
+static const struct {
+    const char *name;
+    const struct chat_msg *msgs;
+    size_t n;
+} conversations[] = {
+    {"basic", conv_basic, 1},
+    {"system", conv_system, 4},
+    {"spaces", conv_spaces, 3},
+    {"unicode", conv_unicode, 2},
+};
+
+static const struct {
+    const char *name; // file stem in tests/data/chat
+    enum chat_template family;
+    bool default_system;
+} references[] = {
+    {"chatml", CHAT_TEMPLATE_CHATML, false}, {"smollm2", CHAT_TEMPLATE_CHATML, true},
+    {"llama3", CHAT_TEMPLATE_LLAMA3, false}, {"gemma", CHAT_TEMPLATE_GEMMA, false},
+    {"mistral", CHAT_TEMPLATE_MISTRAL, false}, {"phi3", CHAT_TEMPLATE_PHI3, false},
+};
+
+/* Reads a whole file into a NUL-terminated malloc'ed buffer, or NULL. */
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = (n + 4096 + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) break;
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096) break;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+TEST(chat_matches_jinja_golden) {
+    const char *dir = test_env("KVIK_TEST_DATA");
+    if (!*dir) {
+        test_skip("KVIK_TEST_DATA not set");
+        return;
+    }
+    char path[1024], out[4096];
+    int compared = 0;
+    for (size_t r = 0; r < sizeof references / sizeof references[0]; r++) {
+        snprintf(path, sizeof path, "%s/chat/%s.jinja", dir, references[r].name);
+        char *text = read_text(path, NULL);
+        CHECK_MSG(text != NULL, "missing %s", path);
+        if (!text) continue;
+        struct chat_format fmt;
+        struct kvik_err err = {0};
+        kvik_status st = chat_detect(text, &fmt, &err);
+        free(text);
+        CHECK_MSG(st == KVIK_OK, "%s: %s", references[r].name, err.msg);
+        if (st != KVIK_OK) continue;
+        CHECK_STR(chat_template_name(fmt.tmpl), chat_template_name(references[r].family));
+        CHECK(!fmt.approximate);
+        CHECK((fmt.default_system != NULL) == references[r].default_system);
+        for (size_t c = 0; c < sizeof conversations / sizeof conversations[0]; c++) {
+            for (int gen = 1; gen >= 0; gen--) {
+                snprintf(path, sizeof path, "%s/chat/%s.%s.%s.txt", dir, references[r].name,
+                         conversations[c].name, gen ? "gen" : "nogen");
+                size_t want_len = 0;
+                char *want = read_text(path, &want_len);
+                CHECK_MSG(want != NULL, "missing %s", path);
+                if (!want) continue;
+                size_t needed = 0;
+                st = chat_format_apply(&fmt, conversations[c].msgs, conversations[c].n, gen, out,
+                                       sizeof out, &needed, &err);
+                CHECK_MSG(st == KVIK_OK, "%s: %s", path, err.msg);
+                CHECK_MSG(st == KVIK_OK && needed == want_len && memcmp(out, want, want_len) == 0,
+                          "%s:\n--- want ---\n%s\n--- got ---\n%s", path, want, out);
+                free(want);
+                compared++;
+            }
+        }
+        chat_format_free(&fmt);
+    }
+    CHECK_EQ_INT(compared, 6 * 4 * 2);
+}
+
+TEST(chat_smollm2_default_system_from_model) {
+    /* the real model's template, when the model is cached */
+    char path[1024];
+    const char *dir = getenv("KVIK_MODELS");
+    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else
+        snprintf(path, sizeof path, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 test_env("HOME"));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        test_skip("default model not cached");
+        return;
+    }
+    fclose(f);
+    struct kvik_err err = {0};
+    struct gguf *g = NULL;
+    REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);
+    struct gguf_str s = {0};
+    if (gguf_get_str(g, "tokenizer.chat_template", &s, &err) != KVIK_OK) {
+        CHECK_MSG(false, "%s", err.msg);
+        gguf_close(g);
+        return;
+    }
+    char *text = malloc(s.len + 1);
+    if (!text) {
+        gguf_close(g);
+        REQUIRE(false);
+    }
+    memcpy(text, s.ptr, s.len);
+    text[s.len] = 0;
+    gguf_close(g);
+    struct chat_format fmt;
+    CHECK_EQ_INT(chat_detect(text, &fmt, &err), KVIK_OK);
+    free(text);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_CHATML);
+    CHECK_STR(fmt.default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+    chat_format_free(&fmt);
+}
+
+TEST(chat_template_names) {
+    struct kvik_err err = {0};
+    for (int t = 0; t < CHAT_TEMPLATE_COUNT; t++) {
+        enum chat_template back = CHAT_TEMPLATE_COUNT;
+        CHECK_EQ_INT(chat_template_from_name(chat_template_name((enum chat_template)t), &back, &err),
+                     KVIK_OK);
+        CHECK_EQ_INT(back, t);
+    }
+    enum chat_template x;
+    CHECK_EQ_INT(chat_template_from_name("vicuna", &x, &err), KVIK_ERR_UNSUPPORTED);
+    CHECK(strstr(err.msg, "vicuna") != NULL);
+    CHECK_EQ_INT(chat_template_from_name("ChatML", &x, &err), KVIK_ERR_UNSUPPORTED);
+    CHECK_STR(chat_template_name(CHAT_TEMPLATE_COUNT), "?");
+}
+
+TEST(chat_detect_variants) {
+    struct kvik_err err = {0};
+    struct chat_format fmt;
+
+    /* Qwen2.5 style: "\n" escaped inside the literal, default system in the
+     * else branch, an earlier literal that closes before <|im_end|> */
+    const char *qwen =
+        "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- endif %}"
+        "{%- if messages[0]['role'] == 'system' %}"
+        "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+        "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+        "You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+        "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+        "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
+    CHECK_EQ_INT(chat_detect(qwen, &fmt, &err), KVIK_OK);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_CHATML);
+    CHECK_STR(fmt.default_system,
+              "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
+    chat_format_free(&fmt);
+    CHECK(fmt.default_system == NULL);
+
+    /* Llama 3.1: recognised, flagged approximate (date header, tools) */
+    const char *l31 = "{{- bos_token }}{%- if not tools is defined %}{%- set tools = none %}"
+                      "{%- endif %}{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}"
+                      "{{- \"Cutting Knowledge Date: December 2023\\n\" }}";
+    CHECK_EQ_INT(chat_detect(l31, &fmt, &err), KVIK_OK);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_LLAMA3);
+    CHECK(fmt.approximate);
+    chat_format_free(&fmt);
+
+    /* refused rather than guessed */
+    const char *refused[] = {
+        "",
+        "{{ messages[0]['content'] }}",
+        "{% for m in messages %}{{'<|im_start|>' + m['role'] + '<|im_sep|>'}}{% endfor %}",
+        "{{ '[INST] <<SYS>>\\n' + system + '\\n<</SYS>>\\n\\n' }}",
+        "{{ '[INST]' + message['content'] + '[/INST]' }}",
+        "{{ '[SYSTEM_PROMPT]' }}{{ ' [INST] ' }}",
+        "{{ '<|user|>' + message['content'] }}", /* no <|end|>: not phi3 */
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        err.msg[0] = 0;
+        CHECK_MSG(chat_detect(refused[i], &fmt, &err) == KVIK_ERR_UNSUPPORTED, "accepted: %s",
+                  refused[i]);
+        CHECK(err.msg[0] != 0);
+        chat_format_free(&fmt);
+    }
+    CHECK_EQ_INT(chat_detect(NULL, &fmt, &err), KVIK_ERR_INVALID_ARG);
+}
+
+TEST(chat_rejects_bad_conversations) {
+    struct kvik_err err = {0};
+    char out[256];
+    size_t needed = 99;
+    const struct chat_msg tool[] = {{"user", "hi"}, {"tool", "{}"}};
+    for (int t = 0; t < CHAT_TEMPLATE_COUNT; t++) {
+        CHECK_EQ_INT(chat_apply((enum chat_template)t, tool, 2, true, out, sizeof out, &needed, &err),
+                     KVIK_ERR_INVALID_ARG);
+        CHECK(strstr(err.msg, "tool") != NULL);
+        CHECK_EQ_INT(needed, 0);
+    }
+    const struct chat_msg null_content[] = {{"user", NULL}};
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, null_content, 1, true, out, sizeof out, NULL, &err),
+                 KVIK_ERR_INVALID_ARG);
+
+    const struct chat_msg two_users[] = {{"user", "a"}, {"user", "b"}};
+    const struct chat_msg assistant_first[] = {{"assistant", "a"}, {"user", "b"}};
+    const struct chat_msg late_system[] = {{"user", "a"}, {"system", "s"}};
+    const enum chat_template strict[] = {CHAT_TEMPLATE_GEMMA, CHAT_TEMPLATE_MISTRAL};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(chat_apply(strict[i], two_users, 2, true, out, sizeof out, NULL, &err),
+                     KVIK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(chat_apply(strict[i], assistant_first, 2, true, out, sizeof out, NULL, &err),
+                     KVIK_ERR_INVALID_ARG);
+        CHECK_EQ_INT(chat_apply(strict[i], late_system, 2, true, out, sizeof out, NULL, &err),
+                     KVIK_ERR_INVALID_ARG);
+    }
+    /* the free-form families accept any order */
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, two_users, 2, true, out, sizeof out, NULL, &err),
+                 KVIK_OK);
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_COUNT, two_users, 2, true, out, sizeof out, NULL, &err),
+                 KVIK_ERR_INVALID_ARG);
+}
+
+TEST(chat_buffer_sizes) {
+    struct kvik_err err = {0};
+    const struct chat_msg m[] = {{"user", "Hello!"}};
+    const char *want = "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n";
+    size_t len = strlen(want), needed = 0;
+
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, m, 1, true, NULL, 0, &needed, &err), KVIK_OK);
+    CHECK_EQ_INT(needed, len);
+
+    char buf[128];
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, m, 1, true, buf, len + 1, &needed, &err), KVIK_OK);
+    CHECK_STR(buf, want);
+
+    memset(buf, 'x', sizeof buf);
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, m, 1, true, buf, len, &needed, &err),
+                 KVIK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(needed, len);
+    CHECK_EQ_INT(strlen(buf), len - 1); /* truncated, still terminated */
+    CHECK(memcmp(buf, want, len - 1) == 0);
+    CHECK(strstr(err.msg, "too small") != NULL);
+
+    /* no messages: only the generation prompt */
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_GEMMA, NULL, 0, true, buf, sizeof buf, &needed, &err),
+                 KVIK_OK);
+    CHECK_STR(buf, "<start_of_turn>model\n");
+}
+
+TEST(chat_long_conversation) {
+    /* more messages than the renderer keeps on its stack */
+    enum { N = 41 };
+    struct chat_msg msgs[N];
+    msgs[0] = (struct chat_msg){"system", "sys"};
+    for (int i = 1; i < N; i++)
+        msgs[i] = (struct chat_msg){i % 2 ? "user" : "assistant", i % 2 ? "q" : "a"};
+    struct kvik_err err = {0};
+    size_t needed = 0;
+    for (int t = 0; t < CHAT_TEMPLATE_COUNT; t++) {
+        CHECK_EQ_INT(chat_apply((enum chat_template)t, msgs, N, true, NULL, 0, &needed, &err),
+                     KVIK_OK);
+        CHECK(needed > 20 * N / 2);
+    }
+    char *buf = malloc(needed + 1);
+    REQUIRE(buf);
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_PHI3, msgs, N, false, buf, needed + 1, NULL, &err),
+                 KVIK_OK);
+    CHECK(strncmp(buf, "<|system|>\nsys<|end|>\n<|user|>\nq<|end|>\n", 38) == 0);
+    CHECK(strcmp(buf + strlen(buf) - 13, "<|endoftext|>") == 0);
+    free(buf);
+}
