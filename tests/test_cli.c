@@ -39,7 +39,8 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
     static const char *const bad[] = {
         "", "frobnicate", "bench", "bench kernels -t 0", "bench kernels -t x",
         "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
-        "bench kernels --nope", "info", "info --nope x",
+        "bench kernels --nope", "info", "info --nope x", "run", "run -p", "run -p x -f y",
+        "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -49,6 +50,21 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
             CHECK_MSG(count_lines(err) == 1, "kvik %s: stderr has %d lines: %s", bad[i], count_lines(err), err);
         CHECK_MSG(out[0] == 0, "kvik %s: wrote to stdout", bad[i]);
     }
+}
+
+TEST(cli_run_errors_are_one_line) {
+    char out[4096], err[4096];
+    /* a missing model, a missing prompt file: exit 1, one line */
+    CHECK_EQ_INT(run_kvik("run -m /nonexistent.gguf -p hi", out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(count_lines(err), 1);
+    CHECK(strstr(err, "not found") != NULL);
+    CHECK_EQ_INT(run_kvik("run -m /nonexistent.gguf -f /nonexistent.txt", out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(count_lines(err), 1);
+    /* a vocabulary-only file is not a model */
+    char args[4200];
+    snprintf(args, sizeof args, "run -m '%s/vocab/ggml-vocab-gpt-2.gguf' -p hi", test_env("KVIK_FIXTURES"));
+    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(count_lines(err), 1);
 }
 
 TEST(cli_help_and_version) {

@@ -124,3 +124,24 @@ TEST(real_model_kvik_info) {
              test_env("KVIK_BIN"), path);
     if (system("python3 -c 'import json' 2>/dev/null") == 0) CHECK_EQ_INT(system(cmd), 0);
 }
+
+/* End to end through the command line. The expected ids come from
+ * independent implementations: the prompt ids from Hugging Face tokenizers
+ * (a BPE built from the file's vocabulary and merges), the greedy first
+ * token (7042, " Paris") from llama.cpp (llama-cpp-python 0.3.36) on the same
+ * file. The full golden comparison lives in test_golden.c. */
+TEST(real_model_kvik_run_greedy) {
+    char path[4096], cmd[8400];
+    if (!default_model(path, sizeof path)) return;
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'The capital of France is' -n 4 --temp 0 --json 2>/dev/null",
+             test_env("KVIK_BIN"), path);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    CHECK_EQ_INT(pclose(p), 0);
+    CHECK(strstr(out, "\"prompt_ids\":[504,3575,282,4649,314]") != NULL);
+    CHECK(strstr(out, "\"generated_ids\":[7042,") != NULL);
+    CHECK(strstr(out, "\"text\":\" Paris") != NULL);
+}

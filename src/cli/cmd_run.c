@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "engine/sampler.h"
 #include "model/model.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 enum { PREFILL_BATCH = 512 };
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
             "  --min-p X      (default 0.05)\n"
             "  --repeat-penalty X  (default 1.0: off)\n"
             "  -s SEED        random seed (default: from the clock)\n"
+            "  --chat         wrap the prompt as a user turn in the model's chat template\n"
+            "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (implies --chat)\n"
             "  --json         print one JSON object (text, token ids, timings) instead of streaming\n");
 }
 
@@ -112,9 +115,9 @@ static void json_ids(FILE *f, const int32_t *ids, int64_t n) {
 }
 
 struct run_opts {
-    const char *model, *prompt, *prompt_file;
+    const char *model, *prompt, *prompt_file, *chat_template;
     long n_gen, threads, n_ctx;
-    bool json;
+    bool json, chat;
     struct sampler_params sp;
 };
 
@@ -131,9 +134,15 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
         } else if (!strcmp(a, "--json")) {
             o->json = true;
             continue;
+        } else if (!strcmp(a, "--chat")) {
+            o->chat = true;
+            continue;
         } else if (!v) {
             fprintf(stderr, "kvik run: unknown argument or missing value: '%s' (try kvik run --help)\n", a);
             return 2;
+        } else if (!strcmp(a, "--chat-template")) {
+            o->chat_template = v;
+            o->chat = true;
         } else if (!strcmp(a, "-m")) o->model = v;
         else if (!strcmp(a, "-p")) o->prompt = v;
         else if (!strcmp(a, "-f")) o->prompt_file = v;
@@ -168,6 +177,46 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
     return -1;
 }
 
+/* The prompt as one user turn of the model's chat template (or the one
+ * --chat-template names), with the generation prompt; *out is malloc'd. */
+static kvik_status render_chat(const struct model *m, const struct run_opts *o, const char *prompt,
+                               size_t prompt_len, char **out, struct kvik_err *err) {
+    struct chat_format fmt = {0};
+    kvik_status st;
+    if (o->chat_template) {
+        if ((st = chat_template_from_name(o->chat_template, &fmt.tmpl, err))) return st;
+    } else {
+        struct gguf_str t;
+        if (gguf_get_str(m->file, "tokenizer.chat_template", &t, NULL) != KVIK_OK)
+            return err_set(err, KVIK_ERR_UNSUPPORTED, "the model has no chat template; name one with --chat-template");
+        char *text = malloc(t.len + 1);
+        if (!text) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        memcpy(text, t.ptr, t.len);
+        text[t.len] = 0;
+        st = chat_detect(text, &fmt, err);
+        free(text);
+        if (st) return st;
+        if (fmt.approximate)
+            fprintf(stderr, "kvik run: warning: the model's %s template does more than kvik renders\n",
+                    chat_template_name(fmt.tmpl));
+    }
+    char *content = malloc(prompt_len + 1);
+    if (!content) {
+        chat_format_free(&fmt);
+        return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    }
+    memcpy(content, prompt, prompt_len);
+    content[prompt_len] = 0;
+    struct chat_msg msg = {.role = "user", .content = content};
+    size_t needed = 0;
+    st = chat_format_apply(&fmt, &msg, 1, true, NULL, 0, &needed, err);
+    if (!st && !(*out = malloc(needed + 1))) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    if (!st) st = chat_format_apply(&fmt, &msg, 1, true, *out, needed + 1, &needed, err);
+    free(content);
+    chat_format_free(&fmt);
+    return st;
+}
+
 int cmd_run(int argc, char **argv) {
     struct run_opts o;
     int rc = parse_args(argc, argv, &o);
@@ -199,7 +248,7 @@ int cmd_run(int argc, char **argv) {
     struct kv_flat kv = {0};
     int32_t *ids = NULL;
     float *logits = NULL;
-    char *text = NULL;
+    char *text = NULL, *chat_text = NULL;
     size_t text_len = 0, text_cap = 0;
     rc = 1;
     FILE *probe = fopen(path, "rb");
@@ -211,9 +260,16 @@ int cmd_run(int argc, char **argv) {
     fclose(probe);
     int64_t t_load = clock_ns();
     if (model_load(path, &m, &err) || tokenizer_load(m->file, &tok, &err)) goto fail;
+    bool parse_special = false;
+    if (o.chat) {
+        if (render_chat(m, &o, prompt, prompt_len, &chat_text, &err)) goto fail;
+        prompt = chat_text;
+        prompt_len = strlen(chat_text);
+        parse_special = true; /* the template's markers are special tokens */
+    }
     const struct model_hparams *hp = &m->hp;
     int n_ctx = (int)(o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096));
-    int64_t n_prompt = tokenizer_encode(tok, prompt, prompt_len, true, false, NULL, 0);
+    int64_t n_prompt = tokenizer_encode(tok, prompt, prompt_len, true, parse_special, NULL, 0);
     if (n_prompt < 0) {
         err_set(&err, (kvik_status)n_prompt, "cannot tokenize the prompt");
         goto fail;
@@ -234,7 +290,7 @@ int cmd_run(int argc, char **argv) {
         err_set(&err, KVIK_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    tokenizer_encode(tok, prompt, prompt_len, true, false, ids, n_prompt);
+    tokenizer_encode(tok, prompt, prompt_len, true, parse_special, ids, n_prompt);
     int max_batch = n_prompt < PREFILL_BATCH ? (int)n_prompt : PREFILL_BATCH;
     if (!(ctx = model_ctx_new(m, (int)o.threads, max_batch, n_ctx, &err))) goto fail;
     if (kv_flat_init(&kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, &err)) goto fail;
@@ -334,6 +390,7 @@ fail:
     fprintf(stderr, "kvik run: %s\n", err.msg);
 done:
     free(text);
+    free(chat_text);
     free(ids);
     free(logits);
     sampler_free(smp);
