@@ -8,8 +8,7 @@
 #   make install         PREFIX=/usr/local DESTDIR= : library, kvik.h, kvik.pc, kvik
 #   make deps            install the system packages the build needs (Debian)
 #   make model           fetch the default model into the cache (~/.cache/kvik/models)
-#   make run             build, fetch the default model and run it (today: kvik info;
-#                        generation arrives with the model module)
+#   make run             build, fetch the default model and generate a short text
 #
 # Variables: CC, BUILD (output folder, default build), SAN=1 (sanitizers),
 # OPT (default -O2).
@@ -148,7 +147,7 @@ model:
 	@scripts/fetch-model.sh >/dev/null
 
 run: all
-	@m=$$(scripts/fetch-model.sh) && $(KVIK) info "$$m"
+	@m=$$(scripts/fetch-model.sh) && $(KVIK) run -m "$$m" -p "The capital of France is" -n 32 --temp 0
 
 deps:
 	scripts/install-deps.sh build fuzz
