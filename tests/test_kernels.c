@@ -265,3 +265,44 @@ TEST(matmul_rejects_unsupported) {
     CHECK_EQ_INT(tensor_matmul(pool, k, &m, x, 33, y, 1, 1, NULL), KVIK_ERR_INVALID_ARG);
     pool_free(pool);
 }
+
+TEST(matmul_n_equals_separate_products) {
+    /* Q, K, V-like matrices of different heights sharing one input. */
+    const struct tensor_kernels *k = tensor_kernels_best();
+    static const int64_t rows[3] = {40, 17, 17};
+    int64_t cols = 256, n_tok = 3;
+    struct tensor_matrix m[3];
+    const struct tensor_matrix *mp[3];
+    float *y[3], *ref[3];
+    int64_t ys[3];
+    uint64_t rng = 77;
+    for (int i = 0; i < 3; i++) {
+        int type = i == 2 ? TENSOR_TYPE_Q6_K : TENSOR_TYPE_Q4_K; /* both take Q8_K */
+        size_t rb = tensor_row_size(type, cols);
+        void *data = mem_alloc_aligned(rb * (size_t)rows[i]);
+        tensor_fill_random(type, data, rows[i], cols, rb, TENSOR_FILL_BITS, test_rand_u64(&rng));
+        m[i] = (struct tensor_matrix){.type = type, .rows = rows[i], .cols = cols, .row_bytes = rb, .data = data};
+        mp[i] = &m[i];
+        y[i] = mem_alloc_aligned(sizeof(float) * (size_t)(rows[i] * n_tok));
+        ref[i] = mem_alloc_aligned(sizeof(float) * (size_t)(rows[i] * n_tok));
+        ys[i] = rows[i];
+    }
+    float *x = random_floats(cols * n_tok, &rng);
+    void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(TENSOR_TYPE_Q4_K, cols, n_tok));
+    struct pool *pool = pool_create(2, NULL);
+    CHECK_EQ_INT(tensor_matmul_n(pool, k, 3, mp, x, cols, y, ys, n_tok, scratch), KVIK_OK);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(tensor_matmul(pool, k, &m[i], x, cols, ref[i], ys[i], n_tok, scratch), KVIK_OK);
+        CHECK(memcmp(y[i], ref[i], sizeof(float) * (size_t)(rows[i] * n_tok)) == 0);
+    }
+    /* a matrix whose activation type differs cannot share the input */
+    struct tensor_matrix q40 = m[0];
+    q40.type = TENSOR_TYPE_Q4_0;
+    q40.row_bytes = tensor_row_size(TENSOR_TYPE_Q4_0, cols);
+    const struct tensor_matrix *mixed[2] = {&m[0], &q40};
+    CHECK_EQ_INT(tensor_matmul_n(pool, k, 2, mixed, x, cols, y, ys, n_tok, scratch), KVIK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(tensor_matmul_n(pool, k, 5, mp, x, cols, y, ys, n_tok, scratch), KVIK_ERR_INVALID_ARG);
+    pool_free(pool);
+    for (int i = 0; i < 3; i++) mem_free((void *)m[i].data), mem_free(y[i]), mem_free(ref[i]);
+    mem_free(x), mem_free(scratch);
+}

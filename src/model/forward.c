@@ -146,6 +146,21 @@ static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, co
     return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
 }
 
+/* Two or three products of c->xn in one pass over the pool when their
+ * activation types agree (one quantization of the input), else one by one. */
+static kvik_status matmul3(struct model_ctx *c, const struct tensor_matrix *w0, float *y0,
+                           const struct tensor_matrix *w1, float *y1, const struct tensor_matrix *w2, float *y2,
+                           int n) {
+    const struct tensor_matrix *w[3] = {w0, w1, w2};
+    float *y[3] = {y0, y1, y2};
+    int64_t ys[3] = {w0->rows, w1->rows, w2 ? w2->rows : 0};
+    int count = w2 ? 3 : 2;
+    kvik_status st = tensor_matmul_n(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch);
+    if (st != KVIK_ERR_INVALID_ARG) return st;
+    for (int i = 0; i < count && !st; i++) st = matmul(c, w[i], c->xn, y[i], n);
+    return st;
+}
+
 struct attn_job {
     struct model_ctx *c;
     struct kv_cache *kv;
@@ -233,9 +248,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         for (int t = 0; t < n; t++)
             rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->attn_norm, hp->n_embd,
                     hp->rms_eps);
-        if ((st = matmul(c, &L->wq, c->xn, c->q, n)) || (st = matmul(c, &L->wk, c->xn, c->kv_k, n)) ||
-            (st = matmul(c, &L->wv, c->xn, c->kv_v, n)))
-            break;
+        if ((st = matmul3(c, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v, n))) break;
         for (int t = 0; t < n; t++) {
             float pos = (float)b->pos[t] * hp->rope_scale;
             rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
@@ -257,7 +270,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         for (int t = 0; t < n; t++)
             rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->ffn_norm, hp->n_embd,
                     hp->rms_eps);
-        if ((st = matmul(c, &L->w_gate, c->xn, c->gate, n)) || (st = matmul(c, &L->w_up, c->xn, c->up, n))) break;
+        if ((st = matmul3(c, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_ff; i++) c->gate[i] = silu(c->gate[i]) * c->up[i];
         if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];

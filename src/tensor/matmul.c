@@ -9,6 +9,11 @@
  * against every token of the block while it sits in L1; a block of quantized
  * activations (TOK_BLOCK rows) stays in L2.
  *
+ * Several matrices that read the same input (a layer's Q, K and V; its gate
+ * and up projections) can go in one call: the input is quantized once and
+ * the tiles of all of them share one pool_run, which matters in decode,
+ * where each product is only tens of microseconds.
+ *
  * Each output element is one vec_dot over the whole row, so the result of a
  * token does not depend on which other tokens share the batch.
  */
@@ -16,21 +21,21 @@
 
 #include "tensor/kernels.h"
 
-enum { ROW_CHUNK = 16, TOK_BLOCK = 32 };
+enum { ROW_CHUNK = 16, TOK_BLOCK = 32, MAX_MATS = 4 };
 
 struct matmul_job {
     const struct tensor_kernels *k;
-    const struct tensor_matrix *w;
+    int n_mats;
+    const struct tensor_matrix *w[MAX_MATS];
+    float *y[MAX_MATS];
+    int64_t y_stride[MAX_MATS];
+    int64_t first_tile[MAX_MATS + 1]; /* tiles of matrix i: [first_tile[i], first_tile[i+1]) */
     const float *x;
-    int64_t x_stride;
-    float *y;
-    int64_t y_stride;
-    int64_t n_tok;
+    int64_t x_stride, cols, n_tok, n_tok_blocks;
     enum tensor_type vt;
-    uint8_t *xq;     /* quantized activations, n_tok rows of xq_row bytes */
+    uint8_t *xq; /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
-    int64_t n_row_chunks, n_tiles;
-    vec_dot_x2_fn dot2; /* two-row kernel for small batches, or NULL */
+    bool small_batch; /* use the multi-row kernels */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
 };
@@ -40,7 +45,7 @@ static void quantize_rows(struct matmul_job *job) {
     for (;;) {
         long long t = atomic_fetch_add_explicit(&job->next_quant_row, 1, memory_order_relaxed);
         if (t >= job->n_tok) break;
-        q(job->x + t * job->x_stride, job->xq + (size_t)t * job->xq_row, job->w->cols);
+        q(job->x + t * job->x_stride, job->xq + (size_t)t * job->xq_row, job->cols);
     }
 }
 
@@ -49,40 +54,50 @@ static inline const void *activation_row(const struct matmul_job *job, int64_t t
                    : (const void *)(job->x + t * job->x_stride);
 }
 
-static void matmul_tiles(struct matmul_job *job) {
-    vec_dot_fn dot = job->k->vec_dot[job->w->type];
-    const struct tensor_matrix *w = job->w;
+/* Rows [r0, r1) of matrix mi against tokens [t0, t1). */
+static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const struct tensor_matrix *w = job->w[mi];
     const uint8_t *wdata = w->data;
-    for (;;) {
-        long long tile = atomic_fetch_add_explicit(&job->next_tile, 1, memory_order_relaxed);
-        if (tile >= job->n_tiles) break;
-        int64_t rc = tile % job->n_row_chunks, tb = tile / job->n_row_chunks;
-        int64_t r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < w->rows ? r0 + ROW_CHUNK : w->rows;
-        int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
-        int64_t r = r0;
-        if (job->dot2) { /* pairs of rows share the activation work */
-            for (; r + 1 < r1; r += 2) {
-                const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
-                for (int64_t t = t0; t < t1; t++) {
-                    float out[2];
-                    job->dot2(w->cols, out, wrow, w->row_bytes, activation_row(job, t));
-                    job->y[t * job->y_stride + r] = out[0];
-                    job->y[t * job->y_stride + r + 1] = out[1];
-                }
+    float *y = job->y[mi];
+    int64_t ys = job->y_stride[mi];
+    int64_t r = r0;
+    vec_dot_x2_fn dot2 = job->small_batch ? job->k->vec_dot_x2[w->type] : NULL;
+    if (dot2) { /* pairs of rows share the activation work */
+        for (; r + 1 < r1; r += 2) {
+            const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
+            for (int64_t t = t0; t < t1; t++) {
+                float out[2];
+                dot2(w->cols, out, wrow, w->row_bytes, activation_row(job, t));
+                y[t * ys + r] = out[0];
+                y[t * ys + r + 1] = out[1];
             }
         }
-        for (; r < r1; r++) {
-            const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
-            for (int64_t t = t0; t < t1; t++)
-                dot(w->cols, &job->y[t * job->y_stride + r], wrow, activation_row(job, t));
-        }
+    }
+    vec_dot_fn dot = job->k->vec_dot[w->type];
+    for (; r < r1; r++) {
+        const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
+        for (int64_t t = t0; t < t1; t++) dot(w->cols, &y[t * ys + r], wrow, activation_row(job, t));
     }
 }
 
 static void matmul_worker(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
-    matmul_tiles(arg);
+    struct matmul_job *job = arg;
+    int64_t total = job->first_tile[job->n_mats];
+    for (;;) {
+        long long tile = atomic_fetch_add_explicit(&job->next_tile, 1, memory_order_relaxed);
+        if (tile >= total) break;
+        int mi = 0;
+        while (tile >= job->first_tile[mi + 1]) mi++;
+        int64_t local = tile - job->first_tile[mi];
+        int64_t rows = job->w[mi]->rows;
+        int64_t n_row_chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
+        int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
+        int64_t r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+        int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
+        run_tile(job, mi, r0, r1, t0, t1);
+    }
 }
 
 static void quantize_worker(void *arg, int ith, int nth) {
@@ -97,27 +112,39 @@ size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {
     return tensor_row_size(tt->vec_dot_type, cols) * (size_t)n_tok;
 }
 
-kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
-                          const struct tensor_matrix *w, const float *x, int64_t x_stride,
-                          float *y, int64_t y_stride, int64_t n_tok, void *scratch) {
-    const struct type_traits *tt = tensor_type_traits(w->type);
-    if (!tt || !k->vec_dot[w->type]) return KVIK_ERR_UNSUPPORTED;
-    if (n_tok <= 0 || w->rows <= 0 || w->cols % tt->block_size != 0) return KVIK_ERR_INVALID_ARG;
-    struct matmul_job job = {
-        .k = k, .w = w, .x = x, .x_stride = x_stride, .y = y, .y_stride = y_stride,
-        .n_tok = n_tok, .vt = tt->vec_dot_type,
-    };
+kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                            const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                            float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
+    if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
+    struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
+                             .n_tok = n_tok, .small_batch = n_tok <= 4};
+    job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
+    for (int i = 0; i < n_mats; i++) {
+        const struct type_traits *tt = tensor_type_traits(w[i]->type);
+        if (!tt || !k->vec_dot[w[i]->type]) return KVIK_ERR_UNSUPPORTED;
+        if (w[i]->rows <= 0 || w[i]->cols != job.cols || w[i]->cols % tt->block_size != 0)
+            return KVIK_ERR_INVALID_ARG;
+        if (i == 0) job.vt = tt->vec_dot_type;
+        else if (tt->vec_dot_type != job.vt) return KVIK_ERR_INVALID_ARG; /* one shared quantization */
+        job.w[i] = w[i];
+        job.y[i] = y[i];
+        job.y_stride[i] = y_stride[i];
+        job.first_tile[i + 1] = job.first_tile[i] + (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK * job.n_tok_blocks;
+    }
     if (job.vt != TENSOR_TYPE_F32) {
-        if (!k->quantize[job.vt] || w->cols % tensor_type_traits(job.vt)->block_size != 0)
+        if (!k->quantize[job.vt] || job.cols % tensor_type_traits(job.vt)->block_size != 0)
             return KVIK_ERR_UNSUPPORTED;
         job.xq = scratch;
-        job.xq_row = tensor_row_size(job.vt, w->cols);
+        job.xq_row = tensor_row_size(job.vt, job.cols);
         if (n_tok == 1) quantize_rows(&job);
         else pool_run(pool, quantize_worker, &job);
     }
-    job.dot2 = n_tok <= 4 ? k->vec_dot_x2[w->type] : NULL;
-    job.n_row_chunks = (w->rows + ROW_CHUNK - 1) / ROW_CHUNK;
-    job.n_tiles = job.n_row_chunks * ((n_tok + TOK_BLOCK - 1) / TOK_BLOCK);
     pool_run(pool, matmul_worker, &job);
     return KVIK_OK;
+}
+
+kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
+                          const struct tensor_matrix *w, const float *x, int64_t x_stride,
+                          float *y, int64_t y_stride, int64_t n_tok, void *scratch) {
+    return tensor_matmul_n(pool, k, 1, &w, x, x_stride, &y, &y_stride, n_tok, scratch);
 }

@@ -128,4 +128,15 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
                           const struct tensor_matrix *w, const float *x, int64_t x_stride,
                           float *y, int64_t y_stride, int64_t n_tok, void *scratch);
 
+/*
+ * Several products with one input: Y_i = W_i X for i < n_mats (at most 4),
+ * where every W_i has X's width and the same activation type (vec_dot_type).
+ * X is quantized once and all tiles share one pass over the pool; each Y_i
+ * equals what tensor_matmul gives, bit for bit. KVIK_ERR_INVALID_ARG if
+ * widths or activation types differ.
+ */
+kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                            const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                            float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch);
+
 #endif /* KVIK_TENSOR_H */
