@@ -7,7 +7,7 @@ How to run (from the repository root; the output is deterministic):
     python3 scripts/gen_quant_ref.py
 
 This script is the only way the golden data is produced. It rewrites
-tests/data/quant_ref/<TYPE>.bin for every type kvik converts, plus
+tests/data/quant_ref/<TYPE>.qref for every type kvik converts, plus
 tests/data/quant_ref/VERSIONS (the gguf / numpy versions used and each file's
 SHA-256). The file format is described in tests/data/README.md.
 
@@ -295,7 +295,7 @@ def write_file(name, raw, deq, qin, qout):
         qout_b = np.ascontiguousarray(qout, dtype=np.uint8).tobytes()
     header = MAGIC + struct.pack("<7I", VERSION, tid, bs, ts, n_blocks, n_rows, row_len)
     data = header + raw.tobytes() + deq.tobytes() + qin_b + qout_b
-    path = os.path.join(OUT_DIR, name + ".bin")
+    path = os.path.join(OUT_DIR, name + ".qref")
     with open(path, "wb") as f:
         f.write(data)
     return path, data
@@ -326,7 +326,7 @@ def main():
         qout = quantize(name, rows) if rows is not None else None
         path, data = write_file(name, raw, deq, rows, qout)
         total += len(data)
-        manifest.append(f"{hashlib.sha256(data).hexdigest()}  {name}.bin")
+        manifest.append(f"{hashlib.sha256(data).hexdigest()}  {name}.qref")
         print(f"{os.path.relpath(path)}: {len(data)} bytes")
     with open(os.path.join(OUT_DIR, "VERSIONS"), "w") as f:
         f.write("\n".join(manifest) + "\n")

@@ -832,7 +832,7 @@ TEST(kvik_info_usage_and_errors) {
 
 /* ---- fuzz seeds ------------------------------------------------------------------ */
 
-/* Seeds are small valid files named seed-N.bin (not .gguf: .gitignore
+/* Seeds are small valid files named seed-N.seed (not .gguf: .gitignore
  * ignores those); KVIK_WRITE_FUZZ_SEEDS=DIR rewrites them. */
 static struct gguf_writer *seed_writer(int which) {
     struct gguf_writer *w = which == 0 ? all_values_writer() : gguf_writer_new();
@@ -865,7 +865,7 @@ TEST(gguf_fuzz_seeds) {
         for (int i = 0; i < 3; i++) {
             struct gguf_writer *w = seed_writer(i);
             char path[4096];
-            snprintf(path, sizeof path, "%s/seed-%d.bin", out_dir, i);
+            snprintf(path, sizeof path, "%s/seed-%d.seed", out_dir, i);
             struct kvik_err err = {0};
             CHECK_MSG(w && !gguf_writer_write_file(w, path, &err), "%s: %s", path, err.msg);
             gguf_writer_free(w);

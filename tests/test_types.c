@@ -155,7 +155,7 @@ TEST(types_row_size_edge_cases) {
 
 /* ---- golden data --------------------------------------------------------- */
 
-/* One tests/data/quant_ref/<TYPE>.bin file (see tests/data/README.md). */
+/* One tests/data/quant_ref/<TYPE>.qref file (see tests/data/README.md). */
 struct golden {
     uint8_t *file;
     uint32_t type, block_size, type_size, n_blocks, n_rows, row_len;
@@ -175,7 +175,7 @@ static bool golden_load(const char *name, struct golden *g) {
     memset(g, 0, sizeof *g);
     const char *dir = test_env("KVIK_TEST_DATA");
     char path[4096];
-    snprintf(path, sizeof path, "%s/quant_ref/%s.bin", *dir ? dir : "tests/data", name);
+    snprintf(path, sizeof path, "%s/quant_ref/%s.qref", *dir ? dir : "tests/data", name);
     FILE *f = fopen(path, "rb");
     if (!f) {
         test_fail(__FILE__, __LINE__, "cannot open golden file %s (run scripts/gen_quant_ref.py)",
