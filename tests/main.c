@@ -40,6 +40,20 @@ const char *test_env(const char *name) {
     return v ? v : "";
 }
 
+const char *test_default_model(char *buf, size_t len) {
+    static const char file[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    const char *dir = getenv("KVIK_MODELS");
+    if (dir && *dir) snprintf(buf, len, "%s/%s", dir, file);
+    else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), file);
+    FILE *f = fopen(buf, "rb");
+    if (!f) {
+        test_skip("default model not cached; run `make model`");
+        return NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
 uint64_t test_rand_u64(uint64_t *s) {
     uint64_t x = *s ? *s : 0x9E3779B97F4A7C15ull;
     x ^= x >> 12;

@@ -29,6 +29,11 @@ bool test_failed(void);
 /* Paths from the environment the Makefile sets (never NULL; "" if unset). */
 const char *test_env(const char *name);
 
+/* The cached default model ($KVIK_MODELS, else ~/.cache/kvik/models):
+ * writes its path to buf and returns buf, or marks the running test skipped
+ * and returns NULL when it is not there (`make model` fetches it). */
+const char *test_default_model(char *buf, size_t len);
+
 /* Deterministic random numbers for tests (xorshift64*). */
 uint64_t test_rand_u64(uint64_t *state);
 float test_rand_uniform(uint64_t *state, float lo, float hi);

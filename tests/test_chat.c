@@ -119,18 +119,8 @@ TEST(chat_matches_jinja_golden) {
 
 TEST(chat_smollm2_default_system_from_model) {
     /* the real model's template, when the model is cached */
-    char path[1024];
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else
-        snprintf(path, sizeof path, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                 test_env("HOME"));
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        test_skip("default model not cached");
-        return;
-    }
-    fclose(f);
+    char path[4096];
+    if (!test_default_model(path, sizeof path)) return;
     struct kvik_err err = {0};
     struct gguf *g = NULL;
     REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);

@@ -145,16 +145,6 @@ static bool golden_load(const char *path, struct golden *g) {
     return ok;
 }
 
-static const char *model_path(char *buf, size_t len) {
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(buf, len, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(buf, len, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf", test_env("HOME"));
-    FILE *f = fopen(buf, "rb");
-    if (!f) return NULL;
-    fclose(f);
-    return buf;
-}
-
 /* log-softmax of one row of logits, in double. */
 static void log_softmax(const float *logits, int n, double *out) {
     double mx = -INFINITY, sum = 0;
@@ -271,10 +261,7 @@ static void check_file(struct model *m, struct tokenizer *tok, const struct gold
 
 TEST(golden_llama_cpp_agreement) {
     char path[4096], dir[4096];
-    if (!model_path(path, sizeof path)) {
-        test_skip("default model not cached; run `make model`");
-        return;
-    }
+    if (!test_default_model(path, sizeof path)) return;
     snprintf(dir, sizeof dir, "%s/golden", test_env("KVIK_TEST_DATA"));
     struct dirent **names;
     int nf = scandir(dir, &names, NULL, alphasort);

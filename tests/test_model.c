@@ -10,15 +10,7 @@
 
 static struct model *load_default(void) {
     char path[4096];
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(path, sizeof path, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf", test_env("HOME"));
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        test_skip("default model not cached; run `make model`");
-        return NULL;
-    }
-    fclose(f);
+    if (!test_default_model(path, sizeof path)) return NULL;
     struct kvik_err err = {0};
     struct model *m = NULL;
     if (model_load(path, &m, &err)) test_fail(__FILE__, __LINE__, "model_load: %s", err.msg);

@@ -16,25 +16,9 @@
 #include "tensor/quants.h"
 #include "test.h"
 
-static const char k_model_file[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/* The cached default model's path, or NULL (test skipped) if absent. */
-static const char *default_model(char *buf, size_t len) {
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(buf, len, "%s/%s", dir, k_model_file);
-    else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), k_model_file);
-    FILE *f = fopen(buf, "rb");
-    if (!f) {
-        test_skip("default model not cached; run `make model`");
-        return NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
 TEST(real_model_metadata_and_tensors) {
     char path[4096];
-    if (!default_model(path, sizeof path)) return;
+    if (!test_default_model(path, sizeof path)) return;
     struct kvik_err err = {0};
     struct gguf *g = NULL;
     REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);
@@ -62,7 +46,7 @@ TEST(real_model_metadata_and_tensors) {
 
 TEST(real_model_kernels_agree_on_real_weights) {
     char path[4096];
-    if (!default_model(path, sizeof path)) return;
+    if (!test_default_model(path, sizeof path)) return;
     struct kvik_err err = {0};
     struct gguf *g = NULL;
     REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);
@@ -115,7 +99,7 @@ TEST(real_model_kernels_agree_on_real_weights) {
 
 TEST(real_model_kvik_info) {
     char path[4096], cmd[8400];
-    if (!default_model(path, sizeof path)) return;
+    if (!test_default_model(path, sizeof path)) return;
     snprintf(cmd, sizeof cmd, "'%s' info '%s' > /dev/null 2>&1", test_env("KVIK_BIN"), path);
     CHECK_EQ_INT(system(cmd), 0);
     snprintf(cmd, sizeof cmd,
@@ -132,7 +116,7 @@ TEST(real_model_kvik_info) {
  * file. The full golden comparison lives in test_golden.c. */
 TEST(real_model_kvik_run_greedy) {
     char path[4096], cmd[8400];
-    if (!default_model(path, sizeof path)) return;
+    if (!test_default_model(path, sizeof path)) return;
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'The capital of France is' -n 4 --temp 0 --json 2>/dev/null",
              test_env("KVIK_BIN"), path);
     FILE *p = popen(cmd, "r");

@@ -435,16 +435,7 @@ TEST(tokenizer_two_threads) {
 
 TEST(tokenizer_default_model) {
     char path[4096];
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(path, sizeof path, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                  test_env("HOME"));
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        test_skip("default model not cached; run `make model`");
-        return;
-    }
-    fclose(f);
+    if (!test_default_model(path, sizeof path)) return;
     struct tokenizer *tok = load_path(path);
     REQUIRE(tok);
     CHECK_EQ_INT(tokenizer_n_vocab(tok), 49152);
