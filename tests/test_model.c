@@ -125,3 +125,44 @@ TEST(model_load_errors) {
     CHECK(m == NULL);
     CHECK(err.msg[0] != 0);
 }
+
+TEST(kv_flat_rejects_bad_sizes_and_positions) {
+    struct kvik_err err = {0};
+    struct kv_flat kv;
+    CHECK_EQ_INT(kv_flat_init(&kv, 0, 1, 8, 64, &err), KVIK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(kv_flat_init(&kv, 1 << 20, 1 << 20, 1 << 20, 1 << 20, &err), KVIK_ERR_INVALID_ARG);
+    REQUIRE(kv_flat_init(&kv, 2, 2, 4, 8, &err) == KVIK_OK);
+    /* every (layer, seq, pos, k/v) row is distinct and inside the block */
+    CHECK(kv.base.row(&kv.base, 0, 0, 0, false) == kv.data);
+    CHECK(kv.base.row(&kv.base, 1, 1, 3, true) == kv.data + (2 * 2 * 2 * 4 - 1) * 8);
+    CHECK(kv.base.row(&kv.base, 0, 0, 1, false) != kv.base.row(&kv.base, 0, 0, 1, true));
+    /* outside the cache: NULL, which the forward pass turns into an error */
+    CHECK(kv.base.row(&kv.base, 2, 0, 0, false) == NULL);
+    CHECK(kv.base.row(&kv.base, 0, 2, 0, false) == NULL);
+    CHECK(kv.base.row(&kv.base, 0, 0, 4, false) == NULL);
+    CHECK(kv.base.row(&kv.base, 0, 0, -1, true) == NULL);
+    kv_flat_free(&kv);
+}
+
+TEST(model_ctx_rejects_bad_sizes) {
+    struct model *m = load_default();
+    if (!m) return;
+    struct kvik_err err = {0};
+    CHECK(model_ctx_new(m, 1, 0, 8, &err) == NULL);
+    CHECK_EQ_INT(err.code, KVIK_ERR_INVALID_ARG);
+    CHECK(model_ctx_new(m, 1, 4, 0, &err) == NULL);
+    CHECK(model_ctx_new(m, 0, 4, 8, &err) == NULL); /* no threads */
+    /* cache rows of the wrong width are refused, not overrun */
+    struct model_ctx *c = model_ctx_new(m, 1, 2, 8, &err);
+    REQUIRE(c);
+    struct kv_flat kv;
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, 32, &err) == KVIK_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    int32_t tok = 1, pos = 0, seq = 0;
+    struct model_batch b = {.n = 1, .tokens = &tok, .pos = &pos, .seq = &seq};
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
+    free(logits);
+    kv_flat_free(&kv);
+    model_ctx_free(c);
+    model_free(m);
+}
