@@ -6,10 +6,43 @@
 #ifndef KVIK_CLI_H
 #define KVIK_CLI_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
 #include "kvik.h"
+
+/* The default model's file name in the model cache (make model fetches it). */
+#define CLI_DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+
+/* ---- shared helpers (cli_util.c) ---- */
+
+/* Whole-string decimal in [lo, hi]; false on anything else. */
+bool cli_parse_long(const char *s, long lo, long hi, long *out);
+bool cli_parse_float(const char *s, float lo, float hi, float *out);
+
+/* The model path: arg (-m), else $KVIK_MODEL, else the default model in
+ * $KVIK_MODELS or ~/.cache/kvik/models (written into buf). */
+const char *cli_resolve_model(const char *arg, char *buf, size_t len);
+
+/* True if path opens; else one line on stderr ("kvik CMD: model ... not
+ * found", with a hint to `make model` when the default was used). */
+bool cli_model_exists(const char *path, const char *arg, const char *cmd);
+
+/* The whole file, NUL-terminated (malloc'd; *len excludes the NUL); NULL
+ * with errno set on failure. */
+char *cli_read_file(const char *path, size_t *len);
+
+/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
+size_t cli_utf8_seq(const uint8_t *p, size_t n);
+
+/* A JSON string literal of s[0..len): escaped, invalid UTF-8 as U+FFFD. */
+void cli_json_str(FILE *f, const char *s, uint64_t len);
+void cli_json_ids(FILE *f, const int32_t *ids, int64_t n);
 
 #endif /* KVIK_CLI_H */

@@ -30,14 +30,6 @@ static void usage(FILE *f) {
             "  --json        one JSON object on stdout\n");
 }
 
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
 /* Parses "q4_0,q8_0" into types[]; returns count or -1 with a message. */
 static int parse_types(const char *list, int *types, int max) {
     int n = 0;
@@ -84,13 +76,13 @@ int cmd_bench(int argc, char **argv) {
             p.matmul_tokens = 64;
             p.reps = 3;
         } else if (!strcmp(a, "-t") && i + 1 < argc) {
-            if (!parse_int(argv[++i], 1, 1024, &v)) {
+            if (!cli_parse_long(argv[++i], 1, 1024, &v)) {
                 fprintf(stderr, "kvik bench: -t expects a thread count 1..1024, got '%s'\n", argv[i]);
                 return 2;
             }
             p.threads = (int)v;
         } else if (!strcmp(a, "--reps") && i + 1 < argc) {
-            if (!parse_int(argv[++i], 1, 64, &v)) {
+            if (!cli_parse_long(argv[++i], 1, 64, &v)) {
                 fprintf(stderr, "kvik bench: --reps expects 1..64, got '%s'\n", argv[i]);
                 return 2;
             }

@@ -39,27 +39,6 @@ static void usage(FILE *f) {
             TEXT_STR_CHARS, JSON_HEAD);
 }
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const uint8_t *p, size_t n) {
-    uint8_t c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* A quoted string for the text listing: escapes, invalid UTF-8 as \xNN,
  * cut after max_chars characters with an ellipsis. */
 static void text_str(FILE *f, const char *s, uint64_t len, size_t max_chars) {
@@ -68,7 +47,7 @@ static void text_str(FILE *f, const char *s, uint64_t len, size_t max_chars) {
     uint64_t i = 0;
     fputc('"', f);
     while (i < len && chars < max_chars) {
-        size_t k = utf8_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
+        size_t k = cli_utf8_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
         uint8_t c = p[i];
         if (k == 1 && c == '"') fputs("\\\"", f);
         else if (k == 1 && c == '\\') fputs("\\\\", f);
@@ -97,26 +76,6 @@ static void text_name(FILE *f, const char *s, int width) {
     }
     text_str(f, s, len, 200);
     if ((int)len + 2 < width) fprintf(f, "%*s", width - (int)len - 2, "");
-}
-
-/* A JSON string: all of it, escaped; invalid UTF-8 becomes U+FFFD. */
-static void json_str(FILE *f, const char *s, uint64_t len) {
-    const uint8_t *p = (const uint8_t *)s;
-    fputc('"', f);
-    for (uint64_t i = 0; i < len;) {
-        size_t k = utf8_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
-        uint8_t c = p[i];
-        if (k == 0) fputs("\\ufffd", f);
-        else if (c == '"') fputs("\\\"", f);
-        else if (c == '\\') fputs("\\\\", f);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
-        else fwrite(p + i, 1, k, f);
-        i += k ? k : 1;
-    }
-    fputc('"', f);
 }
 
 /* The shortest %g form that reads back as the same float32 / float64. */
@@ -275,14 +234,14 @@ static void json_value(FILE *f, const struct gguf_value *v, bool in_array) {
         return;
     }
     if (!in_array) fprintf(f, "{\"type\":\"%s\",\"value\":", gguf_type_name((int)v->type));
-    if (v->type == GGUF_TYPE_STRING) json_str(f, (const char *)v->p, v->n);
+    if (v->type == GGUF_TYPE_STRING) cli_json_str(f, (const char *)v->p, v->n);
     else scalar(f, v, true);
     if (!in_array) fputc('}', f);
 }
 
 static void print_json(FILE *f, const char *path, const struct gguf *g) {
     fputs("{\n  \"file\": ", f);
-    json_str(f, path, strlen(path));
+    cli_json_str(f, path, strlen(path));
     fprintf(f, ",\n  \"version\": %u,\n  \"alignment\": %u,\n  \"file_size\": %llu,\n",
             gguf_version(g), gguf_alignment(g), (unsigned long long)gguf_file_size(g));
     if (gguf_n_tensors(g))
@@ -292,7 +251,7 @@ static void print_json(FILE *f, const char *path, const struct gguf *g) {
     fprintf(f, "  \"array_head\": %d,\n  \"metadata\": {", JSON_HEAD);
     for (int64_t i = 0; i < gguf_n_kv(g); i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_str(f, gguf_key(g, i), strlen(gguf_key(g, i)));
+        cli_json_str(f, gguf_key(g, i), strlen(gguf_key(g, i)));
         fputs(": ", f);
         json_value(f, gguf_kv_value(g, i), false);
     }
@@ -301,7 +260,7 @@ static void print_json(FILE *f, const char *path, const struct gguf *g) {
     for (int64_t i = 0; i < nt; i++) {
         const struct gguf_tensor *t = gguf_tensor(g, i);
         fputs(i ? ",\n    {\"name\":" : "\n    {\"name\":", f);
-        json_str(f, t->name, strlen(t->name));
+        cli_json_str(f, t->name, strlen(t->name));
         fprintf(f, ",\"type\":\"%s\",\"shape\":[", type_name(t->type));
         for (int d = 0; d < t->n_dims; d++) fprintf(f, "%s%lld", d ? "," : "", (long long)t->ne[d]);
         fprintf(f, "],\"bytes\":%llu,\"offset\":%llu,\"file_offset\":%llu}",

@@ -38,82 +38,6 @@ static void usage(FILE *f) {
             "  --json         print one JSON object (text, token ids, timings) instead of streaming\n");
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (!*s || *end || errno || !(v >= lo && v <= hi)) return false;
-    *out = v;
-    return true;
-}
-
-/* The model path: -m, else $KVIK_MODEL, else the default model's cache path. */
-static const char *resolve_model(const char *arg, char *buf, size_t len) {
-    if (arg) return arg;
-    const char *env = getenv("KVIK_MODEL");
-    if (env && *env) return env;
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(buf, len, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(buf, len, "%s/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf", getenv("HOME") ? getenv("HOME") : ".");
-    return buf;
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
-static void json_string(FILE *f, const char *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c == '\r') fputs("\\r", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_ids(FILE *f, const int32_t *ids, int64_t n) {
-    fputc('[', f);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
-    fputc(']', f);
-}
-
 struct run_opts {
     const char *model, *prompt, *prompt_file, *chat_template;
     long n_gen, threads, n_ctx;
@@ -146,14 +70,14 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
         } else if (!strcmp(a, "-m")) o->model = v;
         else if (!strcmp(a, "-p")) o->prompt = v;
         else if (!strcmp(a, "-f")) o->prompt_file = v;
-        else if (!strcmp(a, "-n")) ok = parse_long(v, 0, 1 << 24, &o->n_gen);
-        else if (!strcmp(a, "-t")) ok = parse_long(v, 1, 1024, &o->threads);
-        else if (!strcmp(a, "-c")) ok = parse_long(v, 1, 1 << 24, &o->n_ctx);
-        else if (!strcmp(a, "--temp")) ok = parse_float(v, -1e9f, 1e9f, &o->sp.temp);
-        else if (!strcmp(a, "--top-k")) ok = parse_long(v, 0, 1 << 30, &l) && ((o->sp.top_k = (int32_t)l), 1);
-        else if (!strcmp(a, "--top-p")) ok = parse_float(v, 0, 1, &o->sp.top_p);
-        else if (!strcmp(a, "--min-p")) ok = parse_float(v, 0, 1, &o->sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) ok = parse_float(v, 0, 1e9f, &o->sp.repeat_penalty);
+        else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 24, &o->n_gen);
+        else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &o->threads);
+        else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 24, &o->n_ctx);
+        else if (!strcmp(a, "--temp")) ok = cli_parse_float(v, -1e9f, 1e9f, &o->sp.temp);
+        else if (!strcmp(a, "--top-k")) ok = cli_parse_long(v, 0, 1 << 30, &l) && ((o->sp.top_k = (int32_t)l), 1);
+        else if (!strcmp(a, "--top-p")) ok = cli_parse_float(v, 0, 1, &o->sp.top_p);
+        else if (!strcmp(a, "--min-p")) ok = cli_parse_float(v, 0, 1, &o->sp.min_p);
+        else if (!strcmp(a, "--repeat-penalty")) ok = cli_parse_float(v, 0, 1e9f, &o->sp.repeat_penalty);
         else if (!strcmp(a, "-s")) {
             char *end;
             errno = 0;
@@ -227,12 +151,12 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     char pathbuf[4096];
-    const char *path = resolve_model(o.model, pathbuf, sizeof pathbuf);
+    const char *path = cli_resolve_model(o.model, pathbuf, sizeof pathbuf);
     size_t prompt_len = 0;
     char *prompt_owned = NULL;
     const char *prompt = o.prompt;
     if (o.prompt_file) {
-        if (!(prompt_owned = read_file(o.prompt_file, &prompt_len))) {
+        if (!(prompt_owned = cli_read_file(o.prompt_file, &prompt_len))) {
             fprintf(stderr, "kvik run: cannot read prompt file '%s': %s\n", o.prompt_file, strerror(errno));
             return 1;
         }
@@ -251,13 +175,7 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL, *chat_text = NULL;
     size_t text_len = 0, text_cap = 0;
     rc = 1;
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
-        fprintf(stderr, "kvik run: model '%s' not found%s\n", path,
-                o.model || getenv("KVIK_MODEL") ? "" : " (fetch the default model with `make model`)");
-        goto done;
-    }
-    fclose(probe);
+    if (!cli_model_exists(path, o.model, "run")) goto done;
     int64_t t_load = clock_ns();
     if (model_load(path, &m, &err) || tokenizer_load(m->file, &tok, &err)) goto fail;
     bool parse_special = false;
@@ -362,13 +280,13 @@ int cmd_run(int argc, char **argv) {
     double gbs = tg * (double)model_decode_bytes(m) / 1e9;
     if (o.json) {
         printf("{\"model\":");
-        json_string(stdout, path, strlen(path));
+        cli_json_str(stdout, path, strlen(path));
         printf(",\"text\":");
-        json_string(stdout, text ? text : "", text_len);
+        cli_json_str(stdout, text ? text : "", text_len);
         printf(",\"prompt_ids\":");
-        json_ids(stdout, ids, n_prompt);
+        cli_json_ids(stdout, ids, n_prompt);
         printf(",\"generated_ids\":");
-        json_ids(stdout, ids + n_prompt, n_gen);
+        cli_json_ids(stdout, ids + n_prompt, n_gen);
         printf(",\"timings\":{\"load_s\":%.4f,\"prompt_tokens\":%lld,\"prefill_s\":%.4f,\"prefill_tok_s\":%.2f,"
                "\"ttft_s\":%.4f,\"generated_tokens\":%lld,\"decode_s\":%.4f,\"decode_tok_s\":%.2f,"
                "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"peak_rss_bytes\":%llu}}\n",
