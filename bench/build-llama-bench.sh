@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# build-llama-bench.sh -- builds llama.cpp's own llama-bench (the peer for
+# `kvik bench offline`) from the llama-cpp-python sdist, which bundles the
+# llama.cpp sources. Everything lives outside the repository, in
+# $KVIK_PEER_DIR (default ~/.cache/kvik/peer); a second run is a no-op.
+#
+#   bench/build-llama-bench.sh          prints the path of llama-bench
+#
+# llama.cpp is built with GGML_NATIVE=ON: the peer gets every instruction
+# this machine has, as a user building it here would. ~10 minutes on 2 cores.
+set -euo pipefail
+
+VERSION=0.3.36
+SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+DIR=${KVIK_PEER_DIR:-$HOME/.cache/kvik/peer}
+SRC=$DIR/llama_cpp_python-$VERSION
+BUILD=$DIR/build-$VERSION
+BIN=$BUILD/bin/llama-bench
+
+if [ -x "$BIN" ]; then
+    echo "$BIN"
+    exit 0
+fi
+
+mkdir -p "$DIR"
+TARBALL=$DIR/llama_cpp_python-$VERSION.tar.gz
+if [ ! -f "$TARBALL" ]; then
+    echo "build-llama-bench: downloading the llama-cpp-python $VERSION sdist" >&2
+    if ! python3 -m pip download --quiet --no-deps --no-binary :all: \
+            -d "$DIR" "llama-cpp-python==$VERSION" >&2; then
+        echo "build-llama-bench: cannot download llama-cpp-python $VERSION from PyPI (offline?)" >&2
+        exit 1
+    fi
+fi
+echo "$SHA256  $TARBALL" | sha256sum -c --quiet - || {
+    echo "build-llama-bench: $TARBALL does not match the pinned sha256" >&2
+    exit 1
+}
+[ -d "$SRC" ] || tar -xzf "$TARBALL" -C "$DIR"
+
+for tool in cmake g++; do
+    command -v $tool >/dev/null || {
+        echo "build-llama-bench: $tool is missing (apt-get install cmake g++)" >&2
+        exit 1
+    }
+done
+
+echo "build-llama-bench: building llama-bench in $BUILD (several minutes)" >&2
+cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TOOLS=ON >&2
+cmake --build "$BUILD" --target llama-bench -j "$(nproc)" >&2
+[ -x "$BIN" ] || { echo "build-llama-bench: $BIN was not produced" >&2; exit 1; }
+echo "$BIN"
