@@ -2,7 +2,7 @@
  * test_cli.c — the kvik command's argument handling: bad arguments give one
  * line on stderr and exit status 2; --help and --version print to stdout and
  * exit 0; `bench kernels --json` prints one JSON object with a row for each
- * requested type.
+ * requested type; `bench offline --json` reports what it measured.
  */
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -41,6 +41,8 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
         "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
         "bench kernels --nope", "info", "info --nope x", "run", "run -p", "run -p x -f y",
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
+        "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
+        "bench offline -t",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -92,4 +94,35 @@ TEST(cli_bench_json_has_requested_types) {
     CHECK(a && b && a < b && b < mm);
     CHECK(strstr(mm, "\"type\":\"Q4_0\"") && strstr(mm, "\"type\":\"Q4_K\""));
     CHECK(strstr(out, "\"type\":\"Q8_0\"") == NULL);
+}
+
+/* JSON number after "key": in s, or NAN. */
+static double json_num(const char *s, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(s, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+TEST(cli_bench_offline_json) {
+    char path[4096];
+    const char *model = test_default_model(path, sizeof path);
+    if (!model) return;
+    char out[8192], err[4096], args[4200];
+    snprintf(args, sizeof args, "bench offline -m '%s' -p 24 -n 5 -r 3 -t 1 --json", model);
+    REQUIRE(run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK_EQ_INT(count_lines(out), 1);
+    CHECK(strstr(out, "\"model\":\"SmolLM2-135M-Instruct.Q4_1.gguf\"") != NULL);
+    CHECK(json_num(out, "threads") == 1 && json_num(out, "n_prompt") == 24 && json_num(out, "n_gen") == 5);
+    CHECK(json_num(out, "reps") == 3);
+    double pp = json_num(out, "pp_tok_s"), tg = json_num(out, "tg_tok_s");
+    CHECK(pp > 0 && json_num(out, "pp_min") <= pp && pp <= json_num(out, "pp_max"));
+    CHECK(tg > 0 && json_num(out, "tg_min") <= tg && tg <= json_num(out, "tg_max"));
+    /* GB/s is the decode rate times the bytes one step reads */
+    double gbs = json_num(out, "tg_gbs"), bytes = json_num(out, "decode_bytes");
+    CHECK(fabs(gbs - tg * bytes / 1e9) <= 0.01 * gbs + 0.002);
+    /* -p 0 skips the prefill test */
+    snprintf(args, sizeof args, "bench offline -m '%s' -p 0 -n 2 -r 1 -t 1 --json", model);
+    REQUIRE(run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK(json_num(out, "pp_tok_s") == 0 && json_num(out, "tg_tok_s") > 0);
 }

@@ -1,5 +1,6 @@
 /*
- * cmd_bench.c — `kvik bench kernels`: measures the machine's read bandwidth,
+ * cmd_bench.c — `kvik bench kernels` (`kvik bench offline` is in
+ * cmd_bench_offline.c): measures the machine's read bandwidth,
  * then mat-vec throughput per weight type (GB/s of weights and % of that
  * bandwidth) and mat-mat throughput for a batch of activation rows (int8
  * GOP/s and % of the ISA's peak).
@@ -20,7 +21,9 @@ static const int k_types[] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
+            "usage: kvik bench offline [-m MODEL] [-p N] [-n N] [-r N] [-t N] [--json]\n"
+            "         prefill and decode speed of a model (kvik bench offline --help)\n"
+            "       kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
             "                          [--quick]\n"
             "  -t N          threads (default: all CPUs)\n"
             "  --types LIST  comma-separated weight types (default: all with kernels)\n"
@@ -48,12 +51,13 @@ static int parse_types(const char *list, int *types, int max) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "offline")) return cmd_bench_offline(argc, argv);
     if (argc < 2 || strcmp(argv[1], "kernels") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "kvik bench: expected 'kernels' (try kvik bench --help)\n");
+        fprintf(stderr, "kvik bench: expected 'kernels' or 'offline' (try kvik bench --help)\n");
         return 2;
     }
     struct bench_params p;

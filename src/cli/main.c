@@ -13,6 +13,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  run [-m MODEL] -p TEXT      generate text (kvik run --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
+            "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
             "\n"
             "  --help, --version\n");
