@@ -14,8 +14,11 @@
  * the tiles of all of them share one pool_run, which matters in decode,
  * where each product is only tens of microseconds.
  *
- * Each output element is one vec_dot over the whole row, so the result of a
- * token does not depend on which other tokens share the batch.
+ * Whole tiles of weight rows x tokens go to the ISA's tile kernel (weights
+ * unpacked once per tile row, activations loaded once per tile column); the
+ * rest to the two-row or single-row kernels. All of them compute an element
+ * exactly as vec_dot does, so the result of a token does not depend on which
+ * other tokens share the batch.
  */
 #include <stdatomic.h>
 
@@ -35,7 +38,6 @@ struct matmul_job {
     enum tensor_type vt;
     uint8_t *xq; /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
-    bool small_batch; /* use the multi-row kernels */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
 };
@@ -54,14 +56,14 @@ static inline const void *activation_row(const struct matmul_job *job, int64_t t
                    : (const void *)(job->x + t * job->x_stride);
 }
 
-/* Rows [r0, r1) of matrix mi against tokens [t0, t1). */
-static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+/* Rows [r, r1) of matrix mi against tokens [t0, t1), one or two rows at a
+ * time. */
+static void run_rows(const struct matmul_job *job, int mi, int64_t r, int64_t r1, int64_t t0, int64_t t1) {
     const struct tensor_matrix *w = job->w[mi];
     const uint8_t *wdata = w->data;
     float *y = job->y[mi];
     int64_t ys = job->y_stride[mi];
-    int64_t r = r0;
-    vec_dot_x2_fn dot2 = job->small_batch ? job->k->vec_dot_x2[w->type] : NULL;
+    vec_dot_x2_fn dot2 = job->k->vec_dot_x2[w->type];
     if (dot2) { /* pairs of rows share the activation work */
         for (; r + 1 < r1; r += 2) {
             const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
@@ -78,6 +80,29 @@ static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r
         const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
         for (int64_t t = t0; t < t1; t++) dot(w->cols, &y[t * ys + r], wrow, activation_row(job, t));
     }
+}
+
+/* Rows [r0, r1) of matrix mi against tokens [t0, t1): whole tiles of
+ * tile_rows x tile_cols where the kernel table has them, the rest one or two
+ * rows at a time. Every kernel computes an element the same way, so the
+ * split does not change any result. */
+static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const struct tensor_matrix *w = job->w[mi];
+    vec_dot_tile_fn tile = job->k->vec_dot_tile[w->type];
+    int64_t R = job->k->tile_rows, C = job->k->tile_cols;
+    int64_t r = r0;
+    if (tile && job->xq && t1 - t0 >= C) {
+        const uint8_t *wdata = w->data;
+        float *y = job->y[mi];
+        int64_t ys = job->y_stride[mi], t_tiles = t0 + (t1 - t0) / C * C;
+        for (; r + R <= r1; r += R) {
+            const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
+            for (int64_t t = t0; t < t_tiles; t += C)
+                tile(w->cols, &y[t * ys + r], (size_t)ys, wrow, w->row_bytes, activation_row(job, t), job->xq_row);
+            if (t_tiles < t1) run_rows(job, mi, r, r + R, t_tiles, t1);
+        }
+    }
+    run_rows(job, mi, r, r1, t0, t1);
 }
 
 static void matmul_worker(void *arg, int ith, int nth) {
@@ -117,7 +142,7 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
     if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
-                             .n_tok = n_tok, .small_batch = n_tok <= 4};
+                             .n_tok = n_tok};
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {
         const struct type_traits *tt = tensor_type_traits(w[i]->type);

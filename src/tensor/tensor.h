@@ -88,11 +88,20 @@ enum tensor_isa { TENSOR_ISA_SCALAR, TENSOR_ISA_AVX2, TENSOR_ISA_AVX512, TENSOR_
 typedef void (*vec_dot_x2_fn)(int64_t n, float *restrict s, const void *restrict x, size_t stride,
                               const void *restrict y);
 
+/* A tile of products: s[c * s_stride + r] = dot(weight row r, activation
+ * row c) for r < tile_rows, c < tile_cols; weight rows x_stride bytes
+ * apart, activation rows y_stride bytes apart. Each element equals the
+ * single-row vec_dot of the same table bit for bit (batch invariance). */
+typedef void (*vec_dot_tile_fn)(int64_t n, float *restrict s, size_t s_stride, const void *restrict x,
+                                size_t x_stride, const void *restrict y, size_t y_stride);
+
 struct tensor_kernels {
     const char *name; /* "scalar", "avx2", "avx512-vnni" */
     enum tensor_isa isa;
     vec_dot_fn vec_dot[TENSOR_TYPE_COUNT];       /* NULL: no kernel for that weight type */
     vec_dot_x2_fn vec_dot_x2[TENSOR_TYPE_COUNT]; /* optional two-row form (mat-vec) */
+    vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
+    int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
     from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
 };
 

@@ -19,6 +19,10 @@ static inline __m256i dot_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), k));
 }
 
+/* Mat-mat tile: weight rows x activation rows per call (see vec_dot_x86.h). */
+#define TILE_R 2
+#define TILE_C 4
+
 #include "tensor/vec_dot_x86.h"
 
 void tensor_kernels_init_avx2(struct tensor_kernels *k) {

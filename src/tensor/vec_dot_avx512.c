@@ -20,9 +20,16 @@ static inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(acc, u, s);
 }
 
+/* vpdpbusd adds the four 16-bit products without saturating. */
+#define DOT_U8S8_FULL_RANGE 1
+
 static inline __m256i dot_u8s8_scaled(__m256i acc, __m256i u, __m256i s, __m256i k) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), k);
 }
+
+/* Mat-mat tile: weight rows x activation rows per call (see vec_dot_x86.h). */
+#define TILE_R 4
+#define TILE_C 4
 
 #include "tensor/vec_dot_x86.h"
 

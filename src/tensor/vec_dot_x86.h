@@ -140,94 +140,173 @@ static void vec_dot_bf16(int64_t n, float *restrict s, const void *restrict vx, 
 
 /* ---- legacy 32-weight blocks ----------------------------------------- */
 
-/* (q - 8) * y summed as q*y - 8*y: two unsigned-by-signed dot products,
- * cheaper than re-centring q and applying the sign trick. */
-static inline __m256i q4_0_block_dot(const block_q4_0 *x, const block_q8_0 *y) {
-    __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
-    __m256i p = dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x->qs), yq);
-    return _mm256_sub_epi32(p, dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(8), yq));
+/*
+ * Q4_0, Q4_1 and Q8_0 are written once as a tile: R weight rows against C
+ * activation rows, for constant R, C <= TILE_MAX. The single-row vec_dot
+ * (1 x 1), the two-row mat-vec form (2 x 1) and the mat-mat tile (the ISA's
+ * TILE_R x TILE_C) are instances of the same code, so every element is
+ * computed by the same float operations in the same order whatever the
+ * instance: one accumulator of 8 lanes per (row, column), each block adding
+ * cvt(integer block product) * (d_x * d_y), then a horizontal sum (plus,
+ * for Q4_1, the min terms accumulated separately). The integer block
+ * products are exact, so they may be formed differently per type:
+ *   Q4_0  q*y - 8*y     = dpbusd(-8*sum(y), q, y)
+ *   Q4_1  q*y           = dpbusd(0, q, y)          (+ m_x * s_y separately)
+ *   Q8_0  x*y           = dpbusd(-128*sum(y), x ^ 0x80, y) with VNNI, whose
+ *                         dpbusd never saturates (DOT_U8S8_FULL_RANGE);
+ *                         AVX2's maddubs saturates at 16 bits, so there the
+ *                         sign trick |x| * (sign(x) y) instead
+ * Per-column terms (the activation bytes, d_y, the offset sums) are loaded
+ * once per block and reused by every row; per-row terms (unpacked weights,
+ * d_x) once per block and reused by every column.
+ *
+ * Prefetch: the single-row form streams STREAM_AHEAD bytes ahead; the
+ * two-row form fetches the same blocks of the next pair of rows; tiles
+ * (weights reused across columns from L1/L2) do not prefetch.
+ */
+enum { TILE_MAX = 4, PF_NONE = 0, PF_STREAM = 1, PF_NEXT_ROWS = 2 };
+
+#define TILE_INLINE static inline __attribute__((always_inline))
+
+static inline __m256 scale_of(uint16_t d) { return _mm256_set1_ps(f16t(d)); }
+
+/* Writes the R x C results: hsum of each accumulator (+ the min term). */
+TILE_INLINE void tile_store(float *restrict s, size_t ss, __m256 acc[TILE_MAX][TILE_MAX],
+                            const __m128 *mins, const int R, const int C) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        float m[4];
+        if (mins) _mm_storeu_ps(m, mins[r]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) s[(size_t)c * ss + r] = mins ? hsum_ps(acc[r][c]) + m[c] : hsum_ps(acc[r][c]);
+    }
 }
 
-static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q4_0 *x = vx;
-    const block_q8_0 *y = vy;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / QK, b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        stream_prefetch(x + b, 2 * sizeof *x);
-        __m256i p0 = q4_0_block_dot(&x[b], &y[b]);
-        __m256i p1 = q4_0_block_dot(&x[b + 1], &y[b + 1]);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f16t(x[b + 1].d) * f16t(y[b + 1].d)), acc1);
-    }
-    for (; b < nb; b++) {
-        __m256i p = q4_0_block_dot(&x[b], &y[b]);
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+TILE_INLINE void tile_prefetch(const void *row, size_t bytes, size_t next_rows, const int pf) {
+    if (pf == PF_STREAM) stream_prefetch(row, bytes);
+    else if (pf == PF_NEXT_ROWS) _mm_prefetch((const char *)row + next_rows, _MM_HINT_T0);
 }
 
-/* One block of two rows against one activation block: returns the two
- * scaled products (row 0 in f0 and d0, row 1 in f1 and d1) for the caller's
- * accumulators. */
-static inline void q4_0_x2_block(const block_q4_0 *x0, const block_q4_0 *x1, const block_q8_0 *y,
-                                 __m256 *f0, __m256 *d0, __m256 *f1, __m256 *d1) {
-    __m256i yq = _mm256_loadu_si256((const __m256i *)y->qs);
-    __m256i ysum = dot_u8s8(_mm256_setzero_si256(), _mm256_set1_epi8(8), yq);
-    float dy = f16t(y->d);
-    *f0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x0->qs), yq), ysum));
-    *f1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x1->qs), yq), ysum));
-    *d0 = _mm256_set1_ps(f16t(x0->d) * dy);
-    *d1 = _mm256_set1_ps(f16t(x1->d) * dy);
-}
+enum tile_kind { TILE_Q4_0, TILE_Q8_0 };
 
-/* Two weight rows against one activation row: the activation loads, its
- * block sums and scales are shared. Each row's arithmetic is exactly that of
- * vec_dot_q4_0 (even blocks into the first accumulator, odd into the second,
- * an odd tail block into the first), so s[0] and s[1] equal two single-row
- * calls bit for bit. */
-static void vec_dot_q4_0_x2(int64_t n, float *restrict s, const void *restrict vx, size_t stride,
-                            const void *restrict vy) {
-    const block_q4_0 *x0 = vx, *x1 = (const block_q4_0 *)((const uint8_t *)vx + stride);
-    const block_q8_0 *y = vy;
-    __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps();
-    __m256 a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
-    __m256 f0, d0, f1, d1;
-    int64_t nb = n / QK, b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        /* the same blocks of the next pair of rows */
-        _mm_prefetch((const char *)(x0 + b) + 2 * stride, _MM_HINT_T0);
-        _mm_prefetch((const char *)(x1 + b) + 2 * stride, _MM_HINT_T0);
-        q4_0_x2_block(x0 + b, x1 + b, y + b, &f0, &d0, &f1, &d1);
-        a00 = _mm256_fmadd_ps(f0, d0, a00);
-        a10 = _mm256_fmadd_ps(f1, d1, a10);
-        q4_0_x2_block(x0 + b + 1, x1 + b + 1, y + b + 1, &f0, &d0, &f1, &d1);
-        a01 = _mm256_fmadd_ps(f0, d0, a01);
-        a11 = _mm256_fmadd_ps(f1, d1, a11);
-    }
-    if (b < nb) {
-        q4_0_x2_block(x0 + b, x1 + b, y + b, &f0, &d0, &f1, &d1);
-        a00 = _mm256_fmadd_ps(f0, d0, a00);
-        a10 = _mm256_fmadd_ps(f1, d1, a10);
-    }
-    s[0] = hsum_ps(_mm256_add_ps(a00, a01));
-    s[1] = hsum_ps(_mm256_add_ps(a10, a11));
-}
-
-static void vec_dot_q4_1(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q4_1 *x = vx;
-    const block_q8_1 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
+/* Q4_0 and Q8_0 against Q8_0 activations (same block size and scale). */
+TILE_INLINE void tile_q8_family(const enum tile_kind kind, const int R, const int C, const int pf, int64_t n,
+                                float *restrict s, size_t ss, const void *restrict vx, size_t xs,
+                                const void *restrict vy, size_t ys) {
+    __m256 acc[TILE_MAX][TILE_MAX];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+#ifdef DOT_U8S8_FULL_RANGE
+    const bool offset_trick = true;
+#else
+    const bool offset_trick = kind == TILE_Q4_0;
+#endif
+    const __m256i offset = _mm256_set1_epi8(kind == TILE_Q4_0 ? 8 : (char)0x80);
     for (int64_t b = 0; b < n / QK; b++) {
-        stream_prefetch(x + b, sizeof *x);
-        __m256i p = dot_u8s8(_mm256_setzero_si256(), unpack_nibbles_32(x[b].qs),
-                             _mm256_loadu_si256((const __m256i *)y[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc);
-        summs += f16t(x[b].m) * f16t(y[b].s);
+        __m256i yq[TILE_MAX], base[TILE_MAX];
+        __m256 dy[TILE_MAX];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            const block_q8_0 *yb = (const block_q8_0 *)((const uint8_t *)vy + (size_t)c * ys) + b;
+            yq[c] = _mm256_loadu_si256((const __m256i *)yb->qs);
+            base[c] = offset_trick ? _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                      dot_u8s8(_mm256_setzero_si256(), offset, yq[c]))
+                                   : _mm256_setzero_si256();
+            dy[c] = scale_of(yb->d);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256i q;
+            __m256 dx;
+            if (kind == TILE_Q4_0) {
+                const block_q4_0 *xb = (const block_q4_0 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+                tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+                q = unpack_nibbles_32(xb->qs);
+                dx = scale_of(xb->d);
+            } else {
+                const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+                tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+                q = _mm256_loadu_si256((const __m256i *)xb->qs);
+                if (offset_trick) q = _mm256_xor_si256(q, offset);
+                dx = scale_of(xb->d);
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m256i p = offset_trick ? dot_u8s8(base[c], q, yq[c]) : dot_s8s8(base[c], q, yq[c]);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy[c]), acc[r][c]);
+            }
+        }
     }
-    *s = hsum_ps(acc) + summs;
+    tile_store(s, ss, acc, NULL, R, C);
 }
+
+/* Q4_1 against Q8_1: the min terms m_x * s_y go to a separate sum, one
+ * lane per column. */
+TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, float *restrict s, size_t ss,
+                           const void *restrict vx, size_t xs, const void *restrict vy, size_t ys) {
+    __m256 acc[TILE_MAX][TILE_MAX];
+    __m128 mins[TILE_MAX];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        mins[r] = _mm_setzero_ps();
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / QK; b++) {
+        __m256i yq[TILE_MAX];
+        __m256 dy[TILE_MAX];
+        float sy[TILE_MAX];
+#pragma GCC unroll 4
+        for (int c = 0; c < TILE_MAX; c++) {
+            const block_q8_1 *yb = (const block_q8_1 *)((const uint8_t *)vy + (size_t)c * ys) + b;
+            if (c >= C) {
+                sy[c] = 0.0f;
+                continue;
+            }
+            yq[c] = _mm256_loadu_si256((const __m256i *)yb->qs);
+            dy[c] = scale_of(yb->d);
+            sy[c] = f16t(yb->s);
+        }
+        /* from registers: storing the lanes and loading them as a vector
+         * would stall on store forwarding every block */
+        __m128 syv = _mm_setr_ps(sy[0], sy[1], sy[2], sy[3]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const block_q4_1 *xb = (const block_q4_1 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+            tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+            __m256i q = unpack_nibbles_32(xb->qs);
+            __m256 dx = scale_of(xb->d);
+            mins[r] = _mm_add_ps(mins[r], _mm_mul_ps(_mm_set1_ps(f16t(xb->m)), syv));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(_mm256_setzero_si256(), q, yq[c])),
+                                            _mm256_mul_ps(dx, dy[c]), acc[r][c]);
+        }
+    }
+    tile_store(s, ss, acc, mins, R, C);
+}
+
+/* The three instances of each type. */
+#define TILE_INSTANCES(name, call)                                                                      \
+    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
+        call(1, 1, PF_STREAM, n, s, 1, vx, 0, vy, 0);                                                    \
+    }                                                                                                    \
+    static void vec_dot_##name##_x2(int64_t n, float *restrict s, const void *restrict vx, size_t xs,   \
+                                    const void *restrict vy) {                                           \
+        call(2, 1, PF_NEXT_ROWS, n, s, 1, vx, xs, vy, 0);                                                \
+    }                                                                                                    \
+    static void vec_dot_##name##_tile(int64_t n, float *restrict s, size_t ss, const void *restrict vx,  \
+                                      size_t xs, const void *restrict vy, size_t ys) {                   \
+        call(TILE_R, TILE_C, PF_NONE, n, s, ss, vx, xs, vy, ys);                                         \
+    }
+
+#define CALL_Q4_0(...) tile_q8_family(TILE_Q4_0, __VA_ARGS__)
+#define CALL_Q8_0(...) tile_q8_family(TILE_Q8_0, __VA_ARGS__)
+TILE_INSTANCES(q4_0, CALL_Q4_0)
+TILE_INSTANCES(q8_0, CALL_Q8_0)
+TILE_INSTANCES(q4_1, tile_q4_1)
 
 static void vec_dot_q5_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_0 *x = vx;
@@ -257,28 +336,6 @@ static void vec_dot_q5_1(int64_t n, float *restrict s, const void *restrict vx, 
         summs += f16t(x[b].m) * f16t(y[b].s);
     }
     *s = hsum_ps(acc) + summs;
-}
-
-static void vec_dot_q8_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q8_0 *x = vx;
-    const block_q8_0 *y = vy;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / QK, b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        stream_prefetch(x + b, 2 * sizeof *x);
-        __m256i p0 = dot_s8s8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[b].qs),
-                              _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m256i p1 = dot_s8s8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[b + 1].qs),
-                              _mm256_loadu_si256((const __m256i *)y[b + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(f16t(x[b + 1].d) * f16t(y[b + 1].d)), acc1);
-    }
-    for (; b < nb; b++) {
-        __m256i p = dot_s8s8(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)x[b].qs),
-                             _mm256_loadu_si256((const __m256i *)y[b].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* ---- K-quants: 256-weight super-blocks against Q8_K ------------------- */
@@ -469,6 +526,13 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->vec_dot[TENSOR_TYPE_Q5_K] = vec_dot_q5_K;
     k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K;
     k->vec_dot_x2[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_x2;
+    k->vec_dot_x2[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_x2;
+    k->vec_dot_x2[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_x2;
+    k->vec_dot_tile[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_tile;
+    k->vec_dot_tile[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_tile;
+    k->vec_dot_tile[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_tile;
+    k->tile_rows = TILE_R;
+    k->tile_cols = TILE_C;
 }
 
 #endif /* KVIK_VEC_DOT_X86_H */
