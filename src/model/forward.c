@@ -38,7 +38,8 @@ struct model_ctx {
     float *attn;   /* [max_tokens][q_dim] */
     float *gate;   /* [max_tokens][n_ff] */
     float *up;     /* [max_tokens][n_ff] */
-    float *scores; /* [n_threads][max_ctx] attention weights */
+    float *scores; /* [n_threads][max_ctx + 8] attention weights */
+    struct attn_span *spans; /* [n_threads][max_ctx] runs of cached rows */
     float *inv_freq; /* [rope_dim / 2] */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
@@ -83,7 +84,8 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->attn = alloc_floats(T * q_dim, &ok);
     c->gate = alloc_floats(T * hp->n_ff, &ok);
     c->up = alloc_floats(T * hp->n_ff, &ok);
-    c->scores = alloc_floats((size_t)n_threads * (size_t)max_ctx, &ok);
+    c->scores = alloc_floats((size_t)n_threads * ((size_t)max_ctx + 8), &ok);
+    c->spans = mem_alloc_aligned((size_t)n_threads * (size_t)max_ctx * sizeof(struct attn_span));
     c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
@@ -96,7 +98,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
         }
     }
     c->scratch = mem_alloc_aligned(scratch);
-    if (!ok || !c->rows || !c->scratch) {
+    if (!ok || !c->rows || !c->spans || !c->scratch) {
         err_set(err, KVIK_ERR_NOMEM, "model: out of memory for a batch of %d tokens", max_tokens);
         goto fail;
     }
@@ -114,6 +116,7 @@ void model_ctx_free(struct model_ctx *c) {
     float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->scores, c->inv_freq};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
     mem_free(c->rows);
+    mem_free(c->spans);
     mem_free(c->scratch);
     free(c);
 }
@@ -170,49 +173,35 @@ struct attn_job {
     atomic_bool failed;
 };
 
-/* One (token, head) pair: scores over the sequence's cached positions,
- * softmax, weighted sum of the V rows. */
+/* One (token, head) pair: the sequence's cached positions 0..pos, gathered
+ * run by run from the cache, through the kernel table's attention. */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    float *scores = c->scores + (size_t)ith * c->max_ctx;
-    float inv_sqrt = 1.0f / sqrtf((float)hd);
-    vec_dot_fn dot = c->k->vec_dot[TENSOR_TYPE_F32];
+    float *scores = c->scores + (size_t)ith * (c->max_ctx + 8);
+    struct attn_span *spans = c->spans + (size_t)ith * c->max_ctx;
+    float scale = 1.0f / sqrtf((float)hd);
     int total = job->b->n * hp->n_head;
     for (;;) {
         int item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
         if (item >= total) break;
         int t = item / hp->n_head, h = item % hp->n_head, kvh = h / group;
-        int seq = job->b->seq[t], n_pos = job->b->pos[t] + 1;
-        const float *q = c->q + ((size_t)t * hp->n_head + h) * hd;
-        float *out = c->attn + ((size_t)t * hp->n_head + h) * hd;
-        float maxs = -INFINITY;
-        for (int j = 0; j < n_pos; j++) {
-            const float *krow = job->kv->row(job->kv, job->layer, seq, j, false);
-            if (!krow) {
+        int seq = job->b->seq[t], n_pos = job->b->pos[t] + 1, n_spans = 0;
+        for (int p = 0; p < n_pos;) {
+            const float *k, *v;
+            int len = job->kv->span(job->kv, job->layer, seq, p, n_pos - p, &k, &v);
+            if (len < 1) {
                 atomic_store(&job->failed, true);
                 return;
             }
-            float s;
-            dot(hd, &s, krow + (size_t)kvh * hd, q);
-            scores[j] = s * inv_sqrt;
-            if (scores[j] > maxs) maxs = scores[j];
+            spans[n_spans++] = (struct attn_span){k + (size_t)kvh * hd, v + (size_t)kvh * hd, len};
+            p += len;
         }
-        float sum = 0;
-        for (int j = 0; j < n_pos; j++) {
-            scores[j] = expf(scores[j] - maxs);
-            sum += scores[j];
-        }
-        float inv = 1.0f / sum;
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int j = 0; j < n_pos; j++) {
-            const float *vrow = job->kv->row(job->kv, job->layer, seq, j, true) + (size_t)kvh * hd;
-            float p = scores[j] * inv;
-            for (int d = 0; d < hd; d++) out[d] += p * vrow[d];
-        }
+        c->k->attn_head(hd, c->q + ((size_t)t * hp->n_head + h) * hd, spans, n_spans,
+                        (size_t)job->kv->row_floats, scale, scores, c->attn + ((size_t)t * hp->n_head + h) * hd);
     }
 }
 

@@ -3,8 +3,8 @@
  *
  * The forward pass writes one K row and one V row ([n_head_kv * head_dim]
  * floats each) per layer per token, and reads back the rows of positions
- * 0..pos of the token's sequence. It does so only through these two
- * accessors, so a cache may store rows anywhere: kv_flat (below) keeps each
+ * 0..pos of the token's sequence, in runs of contiguous rows. It does so
+ * only through these accessors, so a cache may store rows anywhere: kv_flat (below) keeps each
  * sequence contiguous; the serving engine's paged cache maps positions to
  * blocks. Rows returned must stay valid for the duration of one forward.
  */
@@ -17,6 +17,11 @@ struct kv_cache {
     /* Pointer to the K (is_v false) or V row of (layer, seq, pos); NULL if
      * the cache has no room there (the forward pass then fails cleanly). */
     float *(*row)(struct kv_cache *kv, int layer, int seq, int pos, bool is_v);
+    /* The run of positions pos, pos+1, ... (at most n of them) of (layer,
+     * seq) whose K rows lie row_floats apart from *k, and V rows likewise
+     * from *v: returns its length (>= 1), or 0 if pos has no room. Attention
+     * reads the cache run by run. */
+    int (*span)(struct kv_cache *kv, int layer, int seq, int pos, int n, const float **k, const float **v);
     int row_floats; /* n_head_kv * head_dim */
 };
 

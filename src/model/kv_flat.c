@@ -13,9 +13,16 @@ static float *flat_row(struct kv_cache *base, int layer, int seq, int pos, bool 
     return kv->data + idx * base->row_floats;
 }
 
+static int flat_span(struct kv_cache *base, int layer, int seq, int pos, int n, const float **k, const float **v) {
+    struct kv_flat *kv = (struct kv_flat *)base;
+    if (!(*k = flat_row(base, layer, seq, pos, false)) || n < 1) return 0;
+    *v = flat_row(base, layer, seq, pos, true);
+    return kv->n_ctx - pos < n ? kv->n_ctx - pos : n;
+}
+
 kvik_status kv_flat_init(struct kv_flat *kv, int n_layer, int n_seq, int n_ctx, int row_floats,
                          struct kvik_err *err) {
-    *kv = (struct kv_flat){.base = {.row = flat_row, .row_floats = row_floats},
+    *kv = (struct kv_flat){.base = {.row = flat_row, .span = flat_span, .row_floats = row_floats},
                            .n_layer = n_layer, .n_seq = n_seq, .n_ctx = n_ctx};
     uint64_t n;
     if (n_layer < 1 || n_seq < 1 || n_ctx < 1 || row_floats < 1 ||

@@ -36,6 +36,9 @@ void vec_dot_q4_K_scalar(int64_t n, float *restrict s, const void *restrict x, c
 void vec_dot_q5_K_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void vec_dot_q6_K_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 
+void attn_head_scalar(int hd, const float *restrict q, const struct attn_span *spans, int n_spans, size_t stride,
+                      float scale, float *restrict scores, float *restrict out);
+
 /* Q3_K's 16 six-bit scales, unpacked and re-centred to -32..31. */
 static inline void q3_K_scales(const uint8_t *q, int8_t out[16]) {
     for (int i = 0; i < 16; i++) {

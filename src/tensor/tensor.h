@@ -95,6 +95,19 @@ typedef void (*vec_dot_x2_fn)(int64_t n, float *restrict s, const void *restrict
 typedef void (*vec_dot_tile_fn)(int64_t n, float *restrict s, size_t s_stride, const void *restrict x,
                                 size_t x_stride, const void *restrict y, size_t y_stride);
 
+/* A run of cached positions whose K rows (and V rows) lie `stride` floats
+ * apart, starting at k (v); n positions. */
+struct attn_span {
+    const float *k, *v;
+    int n;
+};
+
+/* One query head's attention over the positions of n_spans spans, in order:
+ * out[0..hd) = sum_j softmax_j(scale * q.k_j) v_j. scores: scratch of at
+ * least the total number of positions (+ 8) floats. */
+typedef void (*attn_head_fn)(int hd, const float *restrict q, const struct attn_span *spans, int n_spans,
+                             size_t stride, float scale, float *restrict scores, float *restrict out);
+
 struct tensor_kernels {
     const char *name; /* "scalar", "avx2", "avx512-vnni" */
     enum tensor_isa isa;
@@ -102,6 +115,7 @@ struct tensor_kernels {
     vec_dot_x2_fn vec_dot_x2[TENSOR_TYPE_COUNT]; /* optional two-row form (mat-vec) */
     vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
     int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
+    attn_head_fn attn_head;                      /* attention of one query head (F32 K/V) */
     from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
 };
 
