@@ -294,7 +294,7 @@ TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, fl
     static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
         call(1, 1, PF_STREAM, n, s, 1, vx, 0, vy, 0);                                                    \
     }                                                                                                    \
-    static void vec_dot_##name##_x2(int64_t n, float *restrict s, const void *restrict vx, size_t xs,   \
+    __attribute__((unused)) static void vec_dot_##name##_x2(int64_t n, float *restrict s, const void *restrict vx, size_t xs,   \
                                     const void *restrict vy) {                                           \
         call(2, 1, PF_NEXT_ROWS, n, s, 1, vx, xs, vy, 0);                                                \
     }                                                                                                    \
@@ -423,6 +423,106 @@ static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsu
     return _mm_cvtsi128_si32(p);
 }
 
+/* Q4_K as a tile, like the legacy types above: per super-block, one
+ * integer sum per (row, column) over the eight scaled sub-blocks (exact, so
+ * its order is free), then acc += cvt(sum) * (d_y * d_x) and, kept apart,
+ * summ += (d_y * dmin_x) * (mins . bsums); the result is hsum(acc) - summ. */
+TILE_INLINE void tile_q4_K(const int R, const int C, const int pf, int64_t n, float *restrict s, size_t ss,
+                           const void *restrict vx, size_t xs, const void *restrict vy, size_t ys) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[TILE_MAX][TILE_MAX];
+    __m128 summ[TILE_MAX];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        summ[r] = _mm_setzero_ps();
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        const block_q8_K *yb[TILE_MAX];
+        __m128i bs[TILE_MAX];
+        float dy[TILE_MAX];
+#pragma GCC unroll 4
+        for (int c = 0; c < TILE_MAX; c++) {
+            if (c >= C) {
+                dy[c] = 0.0f;
+                continue;
+            }
+            yb[c] = (const block_q8_K *)((const uint8_t *)vy + (size_t)c * ys) + b;
+            bs[c] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)yb[c]->bsums),
+                                   _mm_loadu_si128((const __m128i *)(yb[c]->bsums + 8)));
+            dy[c] = yb[c]->d;
+        }
+        const __m128 dyv = _mm_setr_ps(dy[0], dy[1], dy[2], dy[3]);
+        const block_q4_K *xb[TILE_MAX];
+        uint8_t sc[TILE_MAX][8];
+        __m256i sumi[TILE_MAX][TILE_MAX];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            xb[r] = (const block_q4_K *)((const uint8_t *)vx + (size_t)r * xs) + b;
+            tile_prefetch(xb[r], sizeof *xb[r], 2 * xs, pf);
+            uint32_t w[3], lo, hi, m_lo, m_hi;
+            memcpy(w, xb[r]->scales, 12);
+            lo = w[0] & 0x3f3f3f3fu;
+            hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+            m_lo = w[1] & 0x3f3f3f3fu;
+            m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+            memcpy(sc[r], &lo, 4);
+            memcpy(sc[r] + 4, &hi, 4);
+            __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+            int32_t msum[TILE_MAX] = {0, 0, 0, 0};
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                __m128i p = _mm_madd_epi16(mins, bs[c]);
+                p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+                p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+                msum[c] = _mm_cvtsi128_si32(p);
+                sumi[r][c] = _mm256_setzero_si256();
+            }
+            __m128 mf = _mm_cvtepi32_ps(_mm_setr_epi32(msum[0], msum[1], msum[2], msum[3]));
+            summ[r] = _mm_add_ps(summ[r], _mm_mul_ps(_mm_mul_ps(dyv, _mm_set1_ps(f16t(xb[r]->dmin))), mf));
+        }
+        for (int j = 0; j < 4; j++) {
+            __m256i ylo[TILE_MAX], yhi[TILE_MAX];
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) {
+                ylo[c] = load_q8(yb[c]->qs + 64 * j);
+                yhi[c] = load_q8(yb[c]->qs + 64 * j + 32);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(xb[r]->qs + 32 * j));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                __m256i slo = _mm256_set1_epi16(sc[r][2 * j]), shi = _mm256_set1_epi16(sc[r][2 * j + 1]);
+#pragma GCC unroll 4
+                for (int c = 0; c < C; c++) {
+                    sumi[r][c] = dot_u8s8_scaled(sumi[r][c], lo, ylo[c], slo);
+                    sumi[r][c] = dot_u8s8_scaled(sumi[r][c], hi, yhi[c], shi);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 dx = _mm256_set1_ps(f16t(xb[r]->d));
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++)
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r][c]), _mm256_mul_ps(_mm256_set1_ps(dy[c]), dx),
+                                            acc[r][c]);
+        }
+    }
+    /* hsum - summ == hsum + (-summ) exactly */
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) summ[r] = _mm_sub_ps(_mm_setzero_ps(), summ[r]);
+    tile_store(s, ss, acc, summ, R, C);
+}
+
+/* Mat-vec keeps its own single-row kernel (the 1 x 1 instance of the tile
+ * measured ~40% slower); both compute each element identically. */
+static void vec_dot_q4_K_tile(int64_t n, float *restrict s, size_t ss, const void *restrict vx, size_t xs,
+                              const void *restrict vy, size_t ys) {
+    tile_q4_K(TILE_R, TILE_C, PF_NONE, n, s, ss, vx, xs, vy, ys);
+}
+
 static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
@@ -448,6 +548,7 @@ static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict vx, 
     }
     *s = hsum_ps(acc) - summ;
 }
+
 
 static void vec_dot_q5_K(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_K *x = vx;
@@ -535,6 +636,7 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->vec_dot_tile[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_tile;
+    k->vec_dot_tile[TENSOR_TYPE_Q4_K] = vec_dot_q4_K_tile;
     k->tile_rows = TILE_R;
     k->tile_cols = TILE_C;
 }
