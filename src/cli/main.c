@@ -12,9 +12,11 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  run [-m MODEL] -p TEXT      generate text (kvik run --help)\n"
+            "  chat [-m MODEL]             chat on stdin/stdout, one message a line (kvik chat --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
+            "  synth --shape NAME --type TYPE -o FILE  random-weight GGUF of a real model shape\n"
             "\n"
             "  --help, --version\n");
 }
@@ -36,6 +38,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }

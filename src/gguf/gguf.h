@@ -23,7 +23,9 @@
  * The writer builds a GGUF v3 file in memory and writes it to a path, a
  * FILE* or a malloc'ed buffer. Setting a key that is already set replaces
  * its value (the key keeps its place). Tensor data is borrowed, not copied:
- * it must stay valid until the file is written.
+ * it must stay valid until the file is written. Or a tensor's bytes come
+ * from a callback at write time (gguf_writer_add_tensor_fn), a bounded
+ * chunk at a time, so files larger than memory can be written.
  */
 #ifndef KVIK_GGUF_H
 #define KVIK_GGUF_H
@@ -248,6 +250,23 @@ kvik_status gguf_warr_add_arr(struct gguf_warr *a, const struct gguf_warr *sub);
  * borrowed until the file is written; NULL writes zeros. */
 kvik_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, int type, int n_dims,
                                    const int64_t *ne, const void *data);
+
+/* Bytes a fill callback is asked for at once: as many whole rows as fit
+ * (at least one row). */
+#define GGUF_FILL_CHUNK ((size_t)8 << 20)
+
+/* Writes rows [row0, row0 + n_rows) of a tensor's data to dst. A row is
+ * ne[0] elements (tensor_row_size bytes); rows run over ne[1] * ne[2] *
+ * ne[3]. Called at write time, in row order, in chunks of at most
+ * GGUF_FILL_CHUNK bytes unless one row is larger; dst is 64-byte aligned.
+ * A status other than KVIK_OK (with err filled) ends the write with it. */
+typedef kvik_status (*gguf_tensor_fill_fn)(void *user, void *dst, int64_t row0, int64_t n_rows,
+                                           struct kvik_err *err);
+
+/* Like gguf_writer_add_tensor, but the bytes are produced by fill(user, ...)
+ * when the file is written (user must stay valid until then). */
+kvik_status gguf_writer_add_tensor_fn(struct gguf_writer *w, const char *name, int type, int n_dims,
+                                      const int64_t *ne, gguf_tensor_fill_fn fill, void *user);
 
 /* Writes the whole file. A failed write leaves a partial file at path. */
 kvik_status gguf_writer_write_file(struct gguf_writer *w, const char *path, struct kvik_err *err);

@@ -2,7 +2,9 @@
  * gguf_write.c — builds GGUF v3 files: metadata of every value type
  * (including nested arrays), tensor infos and aligned tensor data, written
  * to a path, a FILE* or a malloc'ed buffer. Values are encoded as they are
- * set, so writing is a straight copy; tensor data is borrowed until then.
+ * set, so writing is a straight copy; tensor data is borrowed until then,
+ * or produced at write time by a fill callback, GGUF_FILL_CHUNK bytes at a
+ * time, so a file larger than memory streams through one bounded buffer.
  * The writer refuses (KVIK_ERR_INVALID_ARG) anything the reader would
  * reject, so every file it writes opens again.
  */
@@ -63,7 +65,9 @@ struct wtensor {
     int n_dims;
     int64_t ne[GGUF_MAX_DIMS];
     uint64_t n_bytes;
-    const void *data;          /* [n_bytes], borrowed; NULL: zeros */
+    const void *data;          /* [n_bytes], borrowed; NULL: zeros (unless fill) */
+    gguf_tensor_fill_fn fill;  /* produces the rows at write time; NULL: data */
+    void *fill_user;           /* fill's first argument */
 };
 
 struct gguf_writer {
@@ -309,15 +313,17 @@ kvik_status gguf_warr_add_arr(struct gguf_warr *a, const struct gguf_warr *sub) 
 
 /* ---- tensors ---------------------------------------------------------------- */
 
-kvik_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, int type, int n_dims,
-                                   const int64_t *ne, const void *data) {
+/* Checks and appends a tensor whose bytes come from t's data or fill. */
+static kvik_status add_tensor(struct gguf_writer *w, const char *name, int n_dims,
+                              const int64_t *ne, struct wtensor t) {
+    int type = t.type;
     const struct type_traits *tt = tensor_type_traits(type);
     if (!w || !name_ok(name) || !tt || !tt->name || tt->block_size <= 0 || !tt->type_size ||
         n_dims < 1 || n_dims > GGUF_MAX_DIMS || !ne)
         return KVIK_ERR_INVALID_ARG;
     for (size_t i = 0; i < w->n_tensors; i++)
         if (!strcmp(w->tensors[i].name, name)) return KVIK_ERR_INVALID_ARG;
-    struct wtensor t = {.type = type, .n_dims = n_dims, .data = data};
+    t.n_dims = n_dims;
     int64_t n_elems = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
@@ -341,6 +347,18 @@ kvik_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, int 
     if (!(t.name = strdup(name))) return KVIK_ERR_NOMEM;
     w->tensors[w->n_tensors++] = t;
     return KVIK_OK;
+}
+
+kvik_status gguf_writer_add_tensor(struct gguf_writer *w, const char *name, int type, int n_dims,
+                                   const int64_t *ne, const void *data) {
+    return add_tensor(w, name, n_dims, ne, (struct wtensor){.type = type, .data = data});
+}
+
+kvik_status gguf_writer_add_tensor_fn(struct gguf_writer *w, const char *name, int type, int n_dims,
+                                      const int64_t *ne, gguf_tensor_fill_fn fill, void *user) {
+    if (!fill) return KVIK_ERR_INVALID_ARG;
+    return add_tensor(w, name, n_dims, ne,
+                      (struct wtensor){.type = type, .fill = fill, .fill_user = user});
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -394,6 +412,38 @@ static uint32_t writer_alignment(const struct gguf_writer *w) {
     return GGUF_DEFAULT_ALIGNMENT;
 }
 
+/* The chunk buffer fill callbacks write into, grown to the largest chunk. */
+struct fill_buf {
+    void *p;   /* [cap], 64-byte aligned */
+    size_t cap;
+};
+
+/* Emits a filled tensor's rows, as many whole rows at a time as fit in
+ * GGUF_FILL_CHUNK bytes (at least one). */
+static kvik_status emit_filled(struct sink *s, const struct wtensor *t, struct fill_buf *fb,
+                               struct kvik_err *err) {
+    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
+    size_t row_bytes = (size_t)(t->n_bytes / (uint64_t)rows);
+    int64_t chunk_rows = (int64_t)(GGUF_FILL_CHUNK / row_bytes);
+    if (chunk_rows < 1) chunk_rows = 1;
+    if (chunk_rows > rows) chunk_rows = rows;
+    size_t need = (size_t)chunk_rows * row_bytes;
+    if (need > fb->cap) {
+        mem_free(fb->p);
+        fb->cap = 0;
+        if (!(fb->p = mem_alloc_aligned(need)))
+            return err_set(err, KVIK_ERR_NOMEM, "gguf writer: out of memory (%zu bytes)", need);
+        fb->cap = need;
+    }
+    for (int64_t r = 0; r < rows && !s->failed; r += chunk_rows) {
+        int64_t n = rows - r < chunk_rows ? rows - r : chunk_rows;
+        kvik_status st = t->fill(t->fill_user, fb->p, r, n, err);
+        if (st) return st;
+        emit(s, fb->p, (uint64_t)n * row_bytes);
+    }
+    return KVIK_OK;
+}
+
 static kvik_status write_all(struct gguf_writer *w, struct sink *s, struct kvik_err *err) {
     uint32_t align = writer_alignment(w);
     if (!align)
@@ -423,12 +473,20 @@ static kvik_status write_all(struct gguf_writer *w, struct sink *s, struct kvik_
     }
     if (w->n_tensors) {
         emit_zeros(s, align_up(pos, align) - pos);
+        struct fill_buf fb = {0};
         for (size_t i = 0; i < w->n_tensors; i++) {
             const struct wtensor *t = &w->tensors[i];
-            if (t->data) emit(s, t->data, t->n_bytes);
+            kvik_status st = KVIK_OK;
+            if (t->fill) st = emit_filled(s, t, &fb, err);
+            else if (t->data) emit(s, t->data, t->n_bytes);
             else emit_zeros(s, t->n_bytes);
+            if (st) {
+                mem_free(fb.p);
+                return st;
+            }
             emit_zeros(s, align_up(t->n_bytes, align) - t->n_bytes);
         }
+        mem_free(fb.p);
     }
     if (s->failed)
         return s->f ? err_set(err, KVIK_ERR_IO, "gguf writer: write failed: %s", strerror(errno))

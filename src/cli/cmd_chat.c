@@ -1,0 +1,398 @@
+/*
+ * cmd_chat.c — `kvik chat`: an interactive multi-turn chat on stdin/stdout.
+ *
+ * One line of stdin is one user message; a line ending in a backslash
+ * continues on the next. Each turn renders the whole conversation with the
+ * chat template (generation prompt on), tokenizes it and compares the ids
+ * with those whose K/V rows are in the cache: only the suffix after the
+ * longest common prefix is prefilled, overwriting the positions after the
+ * divergence. The reply streams to stdout and joins the conversation as an
+ * assistant message; the cache then holds exactly the ids fed, generated
+ * ones included, so the next turn reuses everything up to the point where
+ * re-tokenizing the reply text differs from what was sampled (usually
+ * nowhere). Ctrl-D (EOF) ends the chat.
+ *
+ * Special tokens: the template's markers must be parsed as special tokens,
+ * message text must not be. The rendered text is tokenized whole, as
+ * `kvik run --chat` and Hugging Face do, and its control tokens are compared
+ * with those of the same conversation rendered with every content replaced
+ * by a sentinel byte. Only if message text added (or broke) a control token
+ * is the text tokenized piece by piece instead: the template's pieces (the
+ * sentinel rendering split at the sentinels) with special tokens, each
+ * content as plain text.
+ *
+ * Context: when the prompt plus room for a reply (-n, at most a quarter of
+ * the context) does not fit, the oldest user/assistant pairs are dropped
+ * (the system message stays) and the conversation is re-prefilled from
+ * where it now differs. A message that does not fit even alone is refused
+ * with one line on stderr and the chat goes on.
+ *
+ * stdout carries only the replies (one "\n" after each); the "> " prompt
+ * (terminals only), notes and one statistics line per turn go to stderr.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/gen.h"
+
+#define CHAT_SENTINEL '\x01' /* stands for a message's content; never in a template */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvik chat [-m MODEL] [options]   (one message per line on stdin; Ctrl-D ends)\n"
+            "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -n N           at most N tokens per reply (default 1024)\n" GEN_USAGE_OPTIONS
+            "  --system TEXT  a system message (default: the template's own, if any)\n"
+            "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
+            "A line ending in a backslash continues on the next line.\n");
+}
+
+struct chat_opts {
+    struct gen_opts g;
+    const char *system; // --system; NULL: none
+};
+
+static int chat_opt(void *p, const char *a, const char *v) {
+    struct chat_opts *o = p;
+    if (v && !strcmp(a, "--system")) return o->system = v, GEN_OPT_VALUE;
+    return 0;
+}
+
+/* ---- growable buffers ------------------------------------------------- */
+
+struct idvec {
+    int32_t *v; // [cap]
+    int64_t n, cap;
+};
+
+static bool idvec_reserve(struct idvec *d, int64_t cap) {
+    if (cap <= d->cap) return true;
+    int32_t *nv = realloc(d->v, sizeof(int32_t) * (size_t)cap);
+    if (!nv) return false;
+    d->v = nv, d->cap = cap;
+    return true;
+}
+
+/* Appends the ids s[0..len) encodes to. */
+static kvik_status idvec_encode(struct idvec *d, const struct tokenizer *tok, const char *s, size_t len,
+                                bool parse_special, struct kvik_err *err) {
+    int64_t k = tokenizer_encode(tok, s, len, false, parse_special, d->v ? d->v + d->n : NULL, d->cap - d->n);
+    if (k > d->cap - d->n) {
+        if (!idvec_reserve(d, 2 * (d->n + k))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        k = tokenizer_encode(tok, s, len, false, parse_special, d->v + d->n, d->cap - d->n);
+    }
+    if (k < 0) return err_set(err, (kvik_status)k, "cannot tokenize the conversation");
+    d->n += k;
+    return KVIK_OK;
+}
+
+static kvik_status idvec_push(struct idvec *d, int32_t id, struct kvik_err *err) {
+    if (d->n == d->cap && !idvec_reserve(d, 2 * d->cap + 16)) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    d->v[d->n++] = id;
+    return KVIK_OK;
+}
+
+/* Empties d, then adds BOS if the tokenizer asks for it. */
+static kvik_status idvec_start(struct idvec *d, const struct tokenizer *tok, struct kvik_err *err) {
+    d->n = 0;
+    return tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0 ? idvec_push(d, tokenizer_bos(tok), err) : KVIK_OK;
+}
+
+/* ---- the conversation ------------------------------------------------- */
+
+struct chat {
+    struct gen g;
+    struct chat_format fmt;
+    struct chat_msg *msgs; // [n_msgs] contents owned
+    size_t n_msgs, cap_msgs;
+    size_t first_turn;     // 1 with a system message, else 0
+    struct idvec ids;      // the conversation being prepared, then fed
+    struct idvec pieces;   // scratch: the sentinel rendering's ids
+    int32_t *cached;       // [n_ctx] ids whose K/V rows are at positions 0..n_cached-1
+    int64_t n_cached;
+    char *text[2];         // rendering scratch: [0] the conversation, [1] with sentinels
+    size_t text_cap[2];
+};
+
+static kvik_status push_msg(struct chat *c, const char *role, const char *content, size_t len,
+                            struct kvik_err *err) {
+    if (c->n_msgs == c->cap_msgs) {
+        size_t nc = c->cap_msgs * 2 + 8;
+        struct chat_msg *nm = realloc(c->msgs, nc * sizeof *nm);
+        if (!nm) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        c->msgs = nm, c->cap_msgs = nc;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    memcpy(s, content, len);
+    s[len] = 0;
+    c->msgs[c->n_msgs++] = (struct chat_msg){.role = role, .content = s};
+    return KVIK_OK;
+}
+
+/* Removes messages [at, at + k). */
+static void drop_msgs(struct chat *c, size_t at, size_t k) {
+    if (k == 0) return;
+    for (size_t i = at; i < at + k; i++) free((char *)c->msgs[i].content);
+    memmove(c->msgs + at, c->msgs + at + k, (c->n_msgs - at - k) * sizeof *c->msgs);
+    c->n_msgs -= k;
+}
+
+/* Renders msgs[0..n) (generation prompt on) into c->text[which]. */
+static kvik_status render(struct chat *c, int which, const struct chat_msg *msgs, size_t n,
+                          struct kvik_err *err) {
+    size_t needed = 0;
+    kvik_status st = chat_format_apply(&c->fmt, msgs, n, true, NULL, 0, &needed, err);
+    if (st) return st;
+    if (needed + 1 > c->text_cap[which]) {
+        char *nt = realloc(c->text[which], needed + 1);
+        if (!nt) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        c->text[which] = nt, c->text_cap[which] = needed + 1;
+    }
+    return chat_format_apply(&c->fmt, msgs, n, true, c->text[which], needed + 1, &needed, err);
+}
+
+/* Whether a and b hold the same control tokens in the same order. */
+static bool same_controls(const struct tokenizer *tok, const struct idvec *a, const struct idvec *b) {
+    int64_t i = 0, j = 0;
+    for (;;) {
+        while (i < a->n && tokenizer_token_type(tok, a->v[i]) != TOKEN_TYPE_CONTROL) i++;
+        while (j < b->n && tokenizer_token_type(tok, b->v[j]) != TOKEN_TYPE_CONTROL) j++;
+        if (i == a->n || j == b->n) return i == a->n && j == b->n;
+        if (a->v[i++] != b->v[j++]) return false;
+    }
+}
+
+/* Where the template put content (whole, or trimmed to content[a..b)) at r,
+ * followed by the template piece next[0..nl): sets *a, *b; false if nowhere. */
+static bool find_content(const char *r, const char *content, const char *next, size_t nl, size_t *a,
+                         size_t *b) {
+    size_t len = strlen(content), rl = strlen(r);
+    for (*a = 0; *a <= len; ++*a) {
+        for (*b = len; *b > *a; --*b) { /* content[a..b) must start with r[0] */
+            size_t k = *b - *a;
+            if (r[0] != content[*a]) break;
+            if (k + nl <= rl && !memcmp(r, content + *a, k) && !memcmp(r + k, next, nl)) return true;
+        }
+        if (nl <= rl && !memcmp(r, next, nl)) { /* nothing left of the content */
+            *b = *a;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Tokenizes the conversation c->text[0] piece by piece into c->ids: the
+ * template's pieces (c->text[1] split at the sentinels) with special
+ * tokens, each content of msgs[0..n) as plain text. */
+static kvik_status encode_pieces(struct chat *c, const struct chat_msg *msgs, size_t n, struct kvik_err *err) {
+    const struct tokenizer *tok = c->g.tok;
+    const char *r = c->text[0], *t = c->text[1];
+    kvik_status st = idvec_start(&c->ids, tok, err);
+    for (size_t i = 0; i <= n && !st; i++) {
+        const char *end = i < n ? strchr(t, CHAT_SENTINEL) : t + strlen(t);
+        size_t tl = (size_t)(end ? end - t : 0), a, b;
+        if (!end || strncmp(r, t, tl) || (i == n && r[tl])) break;
+        if ((st = idvec_encode(&c->ids, tok, t, tl, true, err)) || i == n) return st;
+        r += tl, t = end + 1;
+        const char *next_end = strchr(t, CHAT_SENTINEL);
+        size_t nl = next_end ? (size_t)(next_end - t) : strlen(t);
+        if (!find_content(r, msgs[i].content, t, nl, &a, &b)) break;
+        st = idvec_encode(&c->ids, tok, msgs[i].content + a, b - a, false, err);
+        r += b - a;
+    }
+    return st ? st : err_set(err, KVIK_ERR_UNSUPPORTED, "cannot separate the message text from the template");
+}
+
+/* Renders and tokenizes msgs[0..n) into c->ids (see the top of the file). */
+static kvik_status encode_conversation(struct chat *c, const struct chat_msg *msgs, size_t n,
+                                       struct kvik_err *err) {
+    const struct tokenizer *tok = c->g.tok;
+    static const char sentinel[] = {CHAT_SENTINEL, 0};
+    struct chat_msg stack[16], *blank = n <= 16 ? stack : malloc(n * sizeof *blank);
+    if (!blank) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) blank[i] = (struct chat_msg){.role = msgs[i].role, .content = sentinel};
+    kvik_status st = render(c, 0, msgs, n, err);
+    if (!st) st = render(c, 1, blank, n, err);
+    if (blank != stack) free(blank);
+    if (!st) st = idvec_start(&c->ids, tok, err);
+    if (!st) st = idvec_start(&c->pieces, tok, err);
+    if (!st) st = idvec_encode(&c->ids, tok, c->text[0], strlen(c->text[0]), true, err);
+    if (!st) st = idvec_encode(&c->pieces, tok, c->text[1], strlen(c->text[1]), true, err);
+    if (!st && !same_controls(tok, &c->ids, &c->pieces)) st = encode_pieces(c, msgs, n, err);
+    if (!st && tokenizer_add_eos(tok) && tokenizer_eos(tok) >= 0) st = idvec_push(&c->ids, tokenizer_eos(tok), err);
+    return st;
+}
+
+/* ---- one turn --------------------------------------------------------- */
+
+/*
+ * Renders the conversation (the user's message last), makes it fit, feeds
+ * what the cache lacks and streams the reply. Returns 0, 1 for a message
+ * refused (one line on stderr, the conversation as before), or -1 with err
+ * set for a runtime error.
+ */
+static int chat_turn(struct chat *c, const struct chat_opts *o, const char *line, size_t len,
+                     struct kvik_err *err) {
+    const int n_ctx = c->g.n_ctx;
+    const int64_t reserve = o->g.n_gen < n_ctx / 4 ? o->g.n_gen : n_ctx / 4;
+    if (push_msg(c, "user", line, len, err)) return -1;
+    kvik_status st = encode_conversation(c, c->msgs, c->n_msgs, err);
+    if (!st && c->ids.n + reserve > n_ctx && c->n_msgs > c->first_turn + 1) {
+        /* make sure the message fits alone before dropping anything */
+        struct chat_msg alone[2] = {c->msgs[0], c->msgs[c->n_msgs - 1]};
+        if (!(st = encode_conversation(c, alone + 1 - c->first_turn, c->first_turn + 1, err)) && c->ids.n < n_ctx) {
+            size_t dropped = 0;
+            do {
+                drop_msgs(c, c->first_turn, c->n_msgs - c->first_turn >= 3 ? 2 : 1);
+                dropped++;
+                st = encode_conversation(c, c->msgs, c->n_msgs, err);
+            } while (!st && c->ids.n + reserve > n_ctx && c->n_msgs > c->first_turn + 1);
+            fprintf(stderr, "kvik chat: context full (-c %d): dropped the oldest %zu turn%s\n", n_ctx, dropped,
+                    dropped == 1 ? "" : "s");
+        }
+    }
+    if (st || c->ids.n >= n_ctx) {
+        if (st == KVIK_ERR_NOMEM) return -1;
+        if (st) fprintf(stderr, "kvik chat: message not sent: %s\n", err->msg);
+        else
+            fprintf(stderr, "kvik chat: message not sent: it needs %lld tokens, the context holds %d (-c)\n",
+                    (long long)c->ids.n, n_ctx);
+        drop_msgs(c, c->n_msgs - 1, 1);
+        return 1;
+    }
+
+    /* feed what the cache lacks: at least the last token, for its logits */
+    int64_t n = c->ids.n, same = 0;
+    while (same < n && same < c->n_cached && c->ids.v[same] == c->cached[same]) same++;
+    if (same == n) same = n - 1;
+    int64_t hist = o->g.sp.repeat_last_n;
+    for (int64_t i = n - hist > 0 ? n - hist : 0; i < n; i++) sampler_accept(c->g.smp, c->ids.v[i]);
+    int64_t n_max = n + o->g.n_gen < n_ctx ? n + o->g.n_gen : n_ctx, t_first;
+    if (!idvec_reserve(&c->ids, n_max)) {
+        err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    c->n_cached = same;
+    int64_t t0 = clock_ns();
+    if (gen_prefill(&c->g, c->ids.v, same, n, err)) return -1;
+    int64_t t1 = clock_ns(), end = n;
+    struct gen_text reply = {0};
+    st = gen_decode(&c->g, c->ids.v, &end, n_max, stdout, &reply, &t_first, err);
+    int64_t t2 = clock_ns();
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (!st) st = push_msg(c, "assistant", reply.buf ? reply.buf : "", reply.len, err);
+    free(reply.buf);
+    if (st) return -1;
+
+    /* the last token sampled was not fed */
+    c->n_cached = end > n ? end - 1 : n;
+    memcpy(c->cached, c->ids.v, sizeof(int32_t) * (size_t)c->n_cached);
+    int64_t n_gen = end - n;
+    double prefill_s = (double)(t1 - t0) * 1e-9, decode_s = (double)(t2 - t1) * 1e-9;
+    fprintf(stderr,
+            "kvik chat: prefilled %lld new tokens, reused %lld cached; prefill %.1f tok/s; "
+            "reply %lld tokens%s, decode %.1f tok/s; context %lld/%d\n",
+            (long long)(n - same), (long long)same, (double)(n - same) / prefill_s, (long long)n_gen,
+            n_gen > 0 && tokenizer_is_eog(c->g.tok, c->ids.v[end - 1]) ? "" : " (cut off)",
+            n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0, (long long)c->n_cached, n_ctx);
+    return 0;
+}
+
+/* ---- the command ------------------------------------------------------ */
+
+/* Reads one message: a line, joined with the next while it ends in a
+ * backslash. Returns its length (without the newline), or -1 at EOF with
+ * nothing read. *buf is getline's. */
+static ssize_t read_message(char **buf, size_t *cap, bool tty) {
+    char *line = NULL;
+    size_t line_cap = 0, len = 0;
+    ssize_t k;
+    bool any = false;
+    while ((k = getline(&line, &line_cap, stdin)) >= 0) {
+        any = true;
+        if (k > 0 && line[k - 1] == '\n') k--;
+        if (k > 0 && line[k - 1] == '\r') k--;
+        bool more = k > 0 && line[k - 1] == '\\';
+        if (more) line[k - 1] = '\n'; /* the backslash becomes the line break */
+        if (len + (size_t)k + 1 > *cap) {
+            size_t nc = 2 * (len + (size_t)k + 1);
+            char *nb = realloc(*buf, nc);
+            if (!nb) break;
+            *buf = nb, *cap = nc;
+        }
+        memcpy(*buf + len, line, (size_t)k);
+        len += (size_t)k;
+        (*buf)[len] = 0;
+        if (!more) break;
+        if (tty) fputs(". ", stderr);
+    }
+    free(line);
+    return any ? (ssize_t)len : -1;
+}
+
+static bool blank(const char *s, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!strchr(" \t\r\n\v\f", s[i])) return false;
+    return true;
+}
+
+int cmd_chat(int argc, char **argv) {
+    struct chat_opts o = {.g = gen_opts_default(1024)};
+    int rc = gen_parse_args(argc, argv, "chat", &o.g, chat_opt, &o, usage);
+    if (rc >= 0) return rc;
+    char pathbuf[4096];
+    const char *path;
+    if (!gen_opts_check(&o.g, "chat", pathbuf, sizeof pathbuf, &path)) return 2;
+    if (!cli_model_exists(path, o.g.model, "chat")) return 1;
+    struct kvik_err err = {0};
+
+    struct chat c = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    bool tty = isatty(STDIN_FILENO);
+    rc = 1;
+    if (gen_load(&c.g, path, &err)) goto fail;
+    if (gen_chat_format(c.g.model, o.g.chat_template, "chat", &c.fmt, &err)) goto fail;
+    int n_ctx = gen_ctx_size(c.g.model, o.g.n_ctx);
+    int max_batch = n_ctx < GEN_PREFILL_BATCH ? n_ctx : GEN_PREFILL_BATCH;
+    if (gen_start(&c.g, (int)o.g.threads, max_batch, n_ctx, &o.g.sp, &err)) goto fail;
+    if (!(c.cached = malloc(sizeof(int32_t) * (size_t)n_ctx)) || !idvec_reserve(&c.ids, n_ctx)) {
+        err_set(&err, KVIK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (o.system) {
+        if (push_msg(&c, "system", o.system, strlen(o.system), &err)) goto fail;
+        c.first_turn = 1;
+    }
+    if (tty)
+        fprintf(stderr, "kvik chat: %s, %s template, context %d; Ctrl-D ends\n", path,
+                chat_template_name(c.fmt.tmpl), n_ctx);
+    for (;;) {
+        if (tty) fputs("> ", stderr);
+        ssize_t len = read_message(&line, &line_cap, tty);
+        if (len < 0) break;
+        if (blank(line, (size_t)len)) continue;
+        if (chat_turn(&c, &o, line, (size_t)len, &err) < 0) goto fail;
+    }
+    if (tty) fputc('\n', stderr);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "kvik chat: %s\n", err.msg);
+done:
+    free(line);
+    drop_msgs(&c, 0, c.n_msgs);
+    free(c.msgs);
+    free(c.ids.v);
+    free(c.pieces.v);
+    free(c.cached);
+    free(c.text[0]);
+    free(c.text[1]);
+    chat_format_free(&c.fmt);
+    gen_free(&c.g);
+    return rc;
+}

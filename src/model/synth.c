@@ -1,0 +1,587 @@
+/*
+ * synth.c — random-weight GGUF files of real model shapes (see synth.h):
+ * the shape table, the vocabulary copied from another GGUF and cut or
+ * padded to the shape, and the weights, produced row by row over the thread
+ * pool while the gguf writer streams them to disk.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "gguf/gguf.h"
+#include "model/synth.h"
+#include "tensor/fill.h"
+#include "tensor/tensor.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---- shapes ----------------------------------------------------------------- */
+
+/* From each model's published config.json. */
+static const struct synth_shape k_shapes[] = {
+    {"smollm2-135m", "SmolLM2-135M", 30, 576, 1536, 9, 3, 49152, 8192, 100000.0f, 1e-5f, true, NULL},
+    {"smollm2-360m", "SmolLM2-360M", 32, 960, 2560, 15, 5, 49152, 8192, 100000.0f, 1e-5f, true, NULL},
+    {"smollm2-1.7b", "SmolLM2-1.7B", 24, 2048, 8192, 32, 32, 49152, 8192, 130000.0f, 1e-5f, true, NULL},
+    {"tinyllama-1.1b", "TinyLlama-1.1B v1.0", 22, 2048, 5632, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false,
+     NULL},
+    {"llama-3.2-1b", "Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 8192, 500000.0f, 1e-5f, true,
+     "no llama3 rope-frequency scaling; context_length 8192, not 131072"},
+    {"llama-3.2-3b", "Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 8192, 500000.0f, 1e-5f, true,
+     "no llama3 rope-frequency scaling; context_length 8192, not 131072"},
+    {"llama-2-7b", "Llama-2-7B", 32, 4096, 11008, 32, 32, 32000, 4096, 10000.0f, 1e-5f, false, NULL},
+    {"llama-3-8b", "Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 1e-5f, false, NULL},
+};
+
+const struct synth_shape *synth_shapes(size_t *n) {
+    *n = sizeof k_shapes / sizeof k_shapes[0];
+    return k_shapes;
+}
+
+const struct synth_shape *synth_shape_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+        if (!strcmp(k_shapes[i].name, name)) return &k_shapes[i];
+    return NULL;
+}
+
+uint64_t synth_shape_params(const struct synth_shape *s) {
+    uint64_t embd = (uint64_t)s->n_embd, head_dim = embd / (uint64_t)s->n_head;
+    uint64_t q = head_dim * (uint64_t)s->n_head, kv = head_dim * (uint64_t)s->n_head_kv;
+    uint64_t layer = embd * (q + 2 * kv) + q * embd + 3 * embd * (uint64_t)s->n_ff + 2 * embd;
+    return (uint64_t)s->n_vocab * embd * (s->tied_output ? 1 : 2) + (uint64_t)s->n_layer * layer + embd;
+}
+
+/* The shape's numbers are ones both loaders accept. */
+static bool shape_ok(const struct synth_shape *s) {
+    return s && s->name && s->n_layer >= 1 && s->n_layer <= 1024 && s->n_embd >= 1 &&
+           s->n_embd <= 65536 && s->n_ff >= 1 && s->n_ff <= 1 << 20 && s->n_head >= 1 &&
+           s->n_embd % s->n_head == 0 && (s->n_embd / s->n_head) % 2 == 0 && s->n_head_kv >= 1 &&
+           s->n_head % s->n_head_kv == 0 && s->n_vocab >= 1 && s->n_vocab <= INT32_MAX / 2 &&
+           s->n_ctx >= 1 && s->rope_base > 0.0f && s->rms_eps > 0.0f && s->rms_eps < 1.0f;
+}
+
+/* ---- types ------------------------------------------------------------------ */
+
+bool synth_type_supported(int type) {
+    const struct type_traits *tt = tensor_type_traits(type);
+    int offs[2];
+    if (!tt || !tt->to_float || !tensor_kernels_get(TENSOR_ISA_SCALAR)->vec_dot[type]) return false;
+    return !tt->is_quantized || tensor_scale_fields(type, offs) > 0;
+}
+
+int synth_matrix_type(int type, int64_t cols, bool output) {
+    const struct type_traits *tt = tensor_type_traits(type);
+    if (output && tt && tt->is_quantized && type != TENSOR_TYPE_Q8_0)
+        return cols % 256 == 0 ? TENSOR_TYPE_Q6_K : TENSOR_TYPE_Q8_0;
+    if (!tt || cols % tt->block_size == 0) return type;
+    switch (type) {
+    case TENSOR_TYPE_Q2_K: case TENSOR_TYPE_Q3_K: return TENSOR_TYPE_Q4_0;
+    case TENSOR_TYPE_Q4_K: return TENSOR_TYPE_Q5_0;
+    case TENSOR_TYPE_Q5_K: return TENSOR_TYPE_Q5_1;
+    case TENSOR_TYPE_Q6_K: return TENSOR_TYPE_Q8_0;
+    default: return type;
+    }
+}
+
+/* general.file_type: llama.cpp's llama_ftype for a file mostly of `type`
+ * (the K-quants as their _S variants); -1 if it has none. */
+static int file_type_of(int type) {
+    switch (type) {
+    case TENSOR_TYPE_F32: return 0;
+    case TENSOR_TYPE_F16: return 1;
+    case TENSOR_TYPE_Q4_0: return 2;
+    case TENSOR_TYPE_Q4_1: return 3;
+    case TENSOR_TYPE_Q8_0: return 7;
+    case TENSOR_TYPE_Q5_0: return 8;
+    case TENSOR_TYPE_Q5_1: return 9;
+    case TENSOR_TYPE_Q2_K: return 10;
+    case TENSOR_TYPE_Q3_K: return 11;
+    case TENSOR_TYPE_Q4_K: return 14;
+    case TENSOR_TYPE_Q5_K: return 16;
+    case TENSOR_TYPE_Q6_K: return 18;
+    case TENSOR_TYPE_BF16: return 32;
+    default: return -1;
+    }
+}
+
+/* ---- vocabulary ------------------------------------------------------------- */
+
+/* Puts "PREFIX: " (printf-style) before err's message; keeps its code. */
+__attribute__((format(printf, 2, 3))) static void err_prefix(struct kvik_err *err, const char *fmt, ...) {
+    if (!err) return;
+    char prefix[256], msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    err_set(err, err->code, "%s: %s", prefix, msg);
+}
+
+/* A gguf writer status as an error naming the key. */
+static kvik_status writer_status(kvik_status st, const char *key, struct kvik_err *err) {
+    if (!st) return KVIK_OK;
+    return err_set(err, st, "synth: cannot write %s: %s", key,
+                   st == KVIK_ERR_NOMEM ? "out of memory" : "invalid value");
+}
+
+/* An open-addressing set of byte strings (pointing into the source file). */
+struct text_set {
+    uint64_t mask;          /* slots - 1 */
+    struct gguf_str *slots; /* [mask + 1]; ptr NULL: empty */
+};
+
+static uint64_t text_hash(const char *p, uint64_t n) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (uint64_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 0x100000001B3ull; /* FNV-1a */
+    return h;
+}
+
+/* The slot holding p[0..n), or the empty slot where it would go. */
+static struct gguf_str *text_set_slot(const struct text_set *s, const char *p, uint64_t n) {
+    for (uint64_t i = text_hash(p, n) & s->mask;; i = (i + 1) & s->mask) {
+        struct gguf_str *e = &s->slots[i];
+        if (!e->ptr || (e->len == n && !memcmp(e->ptr, p, n))) return e;
+    }
+}
+
+static bool text_set_has(const struct text_set *s, const char *p, uint64_t n) {
+    return text_set_slot(s, p, n)->ptr != NULL;
+}
+
+/* The set of the first n strings of an array of strings. */
+static bool text_set_init(struct text_set *s, const struct gguf_value *strs, int64_t n) {
+    uint64_t slots = 16;
+    while (slots < 2 * (uint64_t)n) slots *= 2;
+    s->mask = slots - 1;
+    if (!(s->slots = calloc(slots, sizeof *s->slots))) return false;
+    static const char empty[1] = "";
+    for (int64_t i = 0; i < n; i++) {
+        struct gguf_str t = gguf_arr_str(strs, (uint64_t)i);
+        *text_set_slot(s, t.ptr ? t.ptr : empty, t.len) = (struct gguf_str){t.ptr ? t.ptr : empty, t.len};
+    }
+    return true;
+}
+
+/* Source vocabulary -> the shape's: n_src tokens in, n out. */
+struct vocab_copy {
+    struct gguf_writer *w;
+    const char *path;        /* of src, for messages */
+    const char *shape;
+    int64_t n_src, n;
+    struct text_set kept;    /* texts of the tokens kept (ids < min(n_src, n)) */
+    struct synth_info *info;
+};
+
+/* tokenizer.ggml.tokens: the kept tokens, then "<unused_ID>" names not
+ * already taken. */
+static kvik_status copy_tokens(struct vocab_copy *vc, const char *key, const struct gguf_value *v,
+                               struct kvik_err *err) {
+    struct gguf_warr *a = gguf_warr_new(GGUF_TYPE_STRING);
+    kvik_status st = a ? KVIK_OK : KVIK_ERR_NOMEM;
+    for (int64_t i = 0; !st && i < vc->n; i++) {
+        if (i < vc->n_src) {
+            struct gguf_str t = gguf_arr_str(v, (uint64_t)i);
+            st = gguf_warr_add_str(a, t.ptr, t.len);
+            continue;
+        }
+        char name[64];
+        int len = snprintf(name, sizeof name, "<unused_%lld>", (long long)i);
+        for (int k = 1; text_set_has(&vc->kept, name, (uint64_t)len); k++)
+            len = snprintf(name, sizeof name, "<unused_%lld_%d>", (long long)i, k);
+        st = gguf_warr_add_str(a, name, (uint64_t)len);
+    }
+    if (!st) st = gguf_writer_set_arr(vc->w, key, a);
+    gguf_warr_free(a);
+    return writer_status(st, key, err);
+}
+
+/* A per-token array of 4-byte numbers (token_type, scores), cut or padded
+ * with pad. elem_a / elem_b: the element types accepted. */
+static kvik_status copy_per_token(struct vocab_copy *vc, const char *key, const struct gguf_value *v,
+                                  int elem_a, int elem_b, uint32_t pad, struct kvik_err *err) {
+    int et = gguf_arr_type(v);
+    if ((et != elem_a && et != elem_b) || (int64_t)gguf_arr_len(v) != vc->n_src)
+        return err_set(err, KVIK_ERR_FORMAT, "%s: %s is not %lld values of type %s", vc->path, key,
+                       (long long)vc->n_src, gguf_type_name(elem_a));
+    int64_t cap = vc->n_src > vc->n ? vc->n_src : vc->n;
+    uint32_t *vals = malloc((size_t)cap * sizeof *vals);
+    if (!vals) return err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
+    gguf_arr_copy(v, vals, (size_t)vc->n_src * sizeof *vals);
+    for (int64_t i = vc->n_src; i < vc->n; i++) vals[i] = pad;
+    kvik_status st = gguf_writer_set_arr_data(vc->w, key, (enum gguf_type)et, vals, (uint64_t)vc->n);
+    free(vals);
+    return writer_status(st, key, err);
+}
+
+/* tokenizer.ggml.merges of a cut vocabulary: only those whose two parts and
+ * result are kept tokens. */
+static kvik_status copy_merges(struct vocab_copy *vc, const char *key, const struct gguf_value *v,
+                               struct kvik_err *err) {
+    if (gguf_arr_type(v) != GGUF_TYPE_STRING)
+        return err_set(err, KVIK_ERR_FORMAT, "%s: %s is not an array of strings", vc->path, key);
+    struct gguf_warr *a = gguf_warr_new(GGUF_TYPE_STRING);
+    char *joined = NULL;
+    size_t cap = 0;
+    kvik_status st = a ? KVIK_OK : KVIK_ERR_NOMEM;
+    for (uint64_t i = 0; !st && i < gguf_arr_len(v); i++) {
+        struct gguf_str m = gguf_arr_str(v, i);
+        const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
+        if (!sp) {
+            vc->info->merges_dropped++;
+            continue;
+        }
+        size_t la = (size_t)(sp - m.ptr), lb = m.len - la - 1;
+        if (la + lb > cap) {
+            char *p = realloc(joined, la + lb);
+            if (!p) {
+                st = KVIK_ERR_NOMEM;
+                break;
+            }
+            joined = p;
+            cap = la + lb;
+        }
+        memcpy(joined, m.ptr, la);
+        memcpy(joined + la, sp + 1, lb);
+        if (!text_set_has(&vc->kept, m.ptr, la) || !text_set_has(&vc->kept, sp + 1, lb) ||
+            !text_set_has(&vc->kept, joined, la + lb)) {
+            vc->info->merges_dropped++;
+            continue;
+        }
+        st = gguf_warr_add_str(a, m.ptr, m.len);
+        vc->info->merges_kept++;
+    }
+    if (!st) st = gguf_writer_set_arr(vc->w, key, a);
+    free(joined);
+    gguf_warr_free(a);
+    return writer_status(st, key, err);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+/* One tokenizer.* key of the source. */
+static kvik_status copy_tokenizer_key(struct vocab_copy *vc, const char *key, const struct gguf_value *v,
+                                      struct kvik_err *err) {
+    bool resize = vc->n_src != vc->n;
+    if (!strcmp(key, "tokenizer.ggml.tokens")) return copy_tokens(vc, key, v, err);
+    if (!strcmp(key, "tokenizer.ggml.token_type"))
+        return copy_per_token(vc, key, v, GGUF_TYPE_INT32, GGUF_TYPE_UINT32, TOKEN_TYPE_UNUSED, err);
+    if (!strcmp(key, "tokenizer.ggml.scores"))
+        return copy_per_token(vc, key, v, GGUF_TYPE_FLOAT32, GGUF_TYPE_FLOAT32, f32_to_bits(0.0f), err);
+    if (!strcmp(key, "tokenizer.ggml.merges") && vc->n_src > vc->n) return copy_merges(vc, key, v, err);
+    uint64_t id;
+    if (ends_with(key, "_token_id") && gguf_value_to_u64(v, &id) && id >= (uint64_t)vc->n)
+        return err_set(err, KVIK_ERR_INVALID_ARG,
+                       "%s: %s is %llu, outside the %lld tokens of shape %s (use a smaller vocabulary)",
+                       vc->path, key, (unsigned long long)id, (long long)vc->n, vc->shape);
+    if (resize && v->type == GGUF_TYPE_ARRAY && (int64_t)gguf_arr_len(v) == vc->n_src &&
+        strcmp(key, "tokenizer.ggml.merges") != 0)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "%s: %s has a value per token; kvik synth cannot resize it",
+                       vc->path, key);
+    return writer_status(gguf_writer_set_value(vc->w, key, v), key, err);
+}
+
+/* Every tokenizer.* key of src, in its order, resized to n tokens. */
+static kvik_status copy_tokenizer(struct gguf_writer *w, const struct gguf *src, const char *path,
+                                  const struct synth_shape *shape, struct synth_info *info,
+                                  struct kvik_err *err) {
+    const struct gguf_value *tokens;
+    kvik_status st = gguf_get_arr(src, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err);
+    if (st == KVIK_ERR_NOT_FOUND)
+        return err_set(err, KVIK_ERR_FORMAT, "%s: no tokenizer (tokenizer.ggml.tokens is missing)", path);
+    if (st) {
+        err_prefix(err, "%s", path);
+        return st;
+    }
+    struct vocab_copy vc = {.w = w, .path = path, .shape = shape->name,
+                            .n_src = (int64_t)gguf_arr_len(tokens), .n = shape->n_vocab, .info = info};
+    if (vc.n_src < 1 || vc.n_src > INT32_MAX / 2)
+        return err_set(err, KVIK_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %lld tokens", path,
+                       (long long)vc.n_src);
+    info->vocab_src = vc.n_src;
+    if (!text_set_init(&vc.kept, tokens, vc.n_src < vc.n ? vc.n_src : vc.n))
+        return err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
+    for (int64_t i = 0; !st && i < gguf_n_kv(src); i++) {
+        const char *key = gguf_key(src, i);
+        if (strncmp(key, "tokenizer.", 10) != 0) continue;
+        st = copy_tokenizer_key(&vc, key, gguf_kv_value(src, i), err);
+    }
+    free(vc.kept.slots);
+    return st;
+}
+
+/* ---- weights ---------------------------------------------------------------- */
+
+/* One tensor of the file, filled at write time. */
+struct synth_tensor {
+    struct synth_run *run;
+    int type;
+    int64_t cols;      /* ne[0] */
+    uint64_t id;       /* its index in the file: part of each row's seed */
+    bool norm;         /* 1 +- 0.05 instead of weights */
+    float scale;       /* multiplies every scale field (quantized) or value (float) */
+};
+
+/* State of one synth_write. */
+struct synth_run {
+    struct pool *pool;
+    uint64_t seed;
+    float *tmp;               /* [threads][max_cols] float rows */
+    int64_t max_cols;
+    uint64_t done, total;     /* tensor bytes */
+    const struct synth_params *p;
+};
+
+/* A chunk of rows being filled over the pool. */
+struct fill_job {
+    const struct synth_tensor *t;
+    uint8_t *dst;
+    int64_t row0, n_rows;
+    size_t row_bytes;
+};
+
+/* splitmix64's finalizer: a well-mixed 64-bit value from any input. */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static void fill_row(const struct synth_tensor *t, uint8_t *dst, uint64_t seed, float *tmp) {
+    const struct type_traits *tt = tensor_type_traits(t->type);
+    if (t->norm || !tt->is_quantized) { /* float values: uniform in [-1, 1], then scaled */
+        float *v = t->norm ? (float *)dst : tmp;
+        tensor_fill_random(TENSOR_TYPE_F32, v, 1, t->cols, (size_t)t->cols * sizeof(float), TENSOR_FILL_BITS,
+                           seed);
+        for (int64_t i = 0; i < t->cols; i++) v[i] = t->norm ? 1.0f + 0.05f * v[i] : v[i] * t->scale;
+        if (!t->norm) tt->from_float(v, dst, t->cols);
+        return;
+    }
+    /* random quant bits, then every block scale rescaled */
+    tensor_fill_random(t->type, dst, 1, t->cols, tensor_row_size(t->type, t->cols), TENSOR_FILL_BITS, seed);
+    int offs[2];
+    int nf = tensor_scale_fields(t->type, offs);
+    for (int64_t b = 0; b < t->cols / tt->block_size; b++) {
+        uint8_t *block = dst + (size_t)b * tt->type_size;
+        for (int f = 0; f < nf; f++) {
+            uint16_t h;
+            memcpy(&h, block + offs[f], 2);
+            h = fp32_to_fp16(fp16_to_fp32(h) * t->scale);
+            memcpy(block + offs[f], &h, 2);
+        }
+    }
+}
+
+static void fill_rows(void *arg, int ith, int nth) {
+    const struct fill_job *job = arg;
+    const struct synth_tensor *t = job->t;
+    int64_t r0 = job->n_rows * ith / nth, r1 = job->n_rows * (ith + 1) / nth;
+    float *tmp = t->run->tmp + (size_t)ith * (size_t)t->run->max_cols;
+    uint64_t tseed = mix64(mix64(t->run->seed) ^ t->id);
+    for (int64_t r = r0; r < r1; r++)
+        fill_row(t, job->dst + (size_t)r * job->row_bytes, mix64(tseed ^ (uint64_t)(job->row0 + r)), tmp);
+}
+
+/* gguf_tensor_fill_fn */
+static kvik_status fill_tensor(void *user, void *dst, int64_t row0, int64_t n_rows, struct kvik_err *err) {
+    const struct synth_tensor *t = user;
+    struct synth_run *run = t->run;
+    struct fill_job job = {t, dst, row0, n_rows, tensor_row_size(t->type, t->cols)};
+    pool_run(run->pool, fill_rows, &job);
+    run->done += (uint64_t)n_rows * job.row_bytes;
+    if (run->p->progress) run->p->progress(run->p->progress_user, run->done, run->total);
+    return KVIK_OK;
+}
+
+/* RMS of the weights tensor_fill_random's random bits give a type (before
+ * rescaling); float types are drawn as F32. 0 if out of memory. */
+static double type_rms(int type) {
+    enum { ROWS = 64, COLS = 1024 };
+    const struct type_traits *tt = tensor_type_traits(type);
+    int gen = tt->is_quantized ? type : TENSOR_TYPE_F32;
+    size_t row_bytes = tensor_row_size(gen, COLS);
+    uint8_t *q = malloc(row_bytes * ROWS);
+    float *f = malloc(sizeof(float) * COLS);
+    double sum = 0;
+    if (q && f && tensor_fill_random(gen, q, ROWS, COLS, row_bytes, TENSOR_FILL_BITS, 0x5EED) == KVIK_OK) {
+        for (int r = 0; r < ROWS; r++) {
+            tensor_type_traits(gen)->to_float(q + (size_t)r * row_bytes, f, COLS);
+            for (int i = 0; i < COLS; i++) sum += (double)f[i] * f[i];
+        }
+    }
+    free(q);
+    free(f);
+    return sqrt(sum / (ROWS * COLS));
+}
+
+/* ---- the file --------------------------------------------------------------- */
+
+/* The file's tensors, in the order llama.cpp's converter writes them. */
+struct plan {
+    struct synth_tensor *ts;  /* [n] */
+    char (*names)[64];        /* [n] */
+    int64_t (*ne)[2];         /* [n] ne[0] = cols (inputs), ne[1] = rows */
+    int64_t n;
+};
+
+static void plan_add(struct plan *pl, const char *name, int layer, int64_t cols, int64_t rows, int type,
+                     bool norm) {
+    if (layer >= 0) snprintf(pl->names[pl->n], 64, "blk.%d.%s.weight", layer, name);
+    else snprintf(pl->names[pl->n], 64, "%s.weight", name);
+    pl->ne[pl->n][0] = cols;
+    pl->ne[pl->n][1] = rows;
+    pl->ts[pl->n] = (struct synth_tensor){.type = type, .cols = cols, .id = (uint64_t)pl->n, .norm = norm};
+    pl->n++;
+}
+
+static void plan_tensors(struct plan *pl, const struct synth_shape *s, int type) {
+    int64_t embd = s->n_embd, ff = s->n_ff, q = embd, kv = embd / s->n_head * s->n_head_kv;
+    int t_embd = synth_matrix_type(type, embd, false), t_ff = synth_matrix_type(type, ff, false);
+    plan_add(pl, "token_embd", -1, embd, s->n_vocab, synth_matrix_type(type, embd, s->tied_output), false);
+    for (int l = 0; l < s->n_layer; l++) {
+        plan_add(pl, "attn_norm", l, embd, 1, TENSOR_TYPE_F32, true);
+        plan_add(pl, "attn_q", l, embd, q, t_embd, false);
+        plan_add(pl, "attn_k", l, embd, kv, t_embd, false);
+        plan_add(pl, "attn_v", l, embd, kv, t_embd, false);
+        plan_add(pl, "attn_output", l, q, embd, t_embd, false);
+        plan_add(pl, "ffn_norm", l, embd, 1, TENSOR_TYPE_F32, true);
+        plan_add(pl, "ffn_gate", l, embd, ff, t_embd, false);
+        plan_add(pl, "ffn_up", l, embd, ff, t_embd, false);
+        plan_add(pl, "ffn_down", l, ff, embd, t_ff, false);
+    }
+    plan_add(pl, "output_norm", -1, embd, 1, TENSOR_TYPE_F32, true);
+    if (!s->tied_output) plan_add(pl, "output", -1, embd, s->n_vocab, synth_matrix_type(type, embd, true), false);
+}
+
+/* general.* and llama.* keys. */
+static kvik_status set_hparams(struct gguf_writer *w, const struct synth_shape *s, int type) {
+    char name[160];
+    snprintf(name, sizeof name, "synthetic %s %s (random weights)", s->name, tensor_type_name(type));
+    const struct {
+        const char *key;
+        uint32_t v;
+    } u32s[] = {
+        {"llama.block_count", (uint32_t)s->n_layer},
+        {"llama.context_length", (uint32_t)s->n_ctx},
+        {"llama.embedding_length", (uint32_t)s->n_embd},
+        {"llama.feed_forward_length", (uint32_t)s->n_ff},
+        {"llama.attention.head_count", (uint32_t)s->n_head},
+        {"llama.attention.head_count_kv", (uint32_t)s->n_head_kv},
+        {"llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head)},
+        {"llama.vocab_size", (uint32_t)s->n_vocab},
+    };
+    kvik_status st = gguf_writer_set_str(w, "general.architecture", "llama");
+    if (!st) st = gguf_writer_set_str(w, "general.type", "model");
+    if (!st) st = gguf_writer_set_str(w, "general.name", name);
+    for (size_t i = 0; !st && i < sizeof u32s / sizeof u32s[0]; i++)
+        st = gguf_writer_set_u32(w, u32s[i].key, u32s[i].v);
+    if (!st) st = gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base);
+    if (!st) st = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps);
+    if (!st && file_type_of(type) >= 0)
+        st = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
+    if (!st && tensor_type_traits(type)->is_quantized)
+        st = gguf_writer_set_u32(w, "general.quantization_version", 2);
+    return st;
+}
+
+/* Adds the planned tensors with their fill callbacks and scales. */
+static kvik_status add_tensors(struct gguf_writer *w, struct synth_run *run, struct plan *pl,
+                               struct kvik_err *err) {
+    double rms[TENSOR_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < pl->n; i++) {
+        struct synth_tensor *t = &pl->ts[i];
+        t->run = run;
+        if (!t->norm) {
+            if (rms[t->type] == 0 && (rms[t->type] = type_rms(t->type)) == 0)
+                return err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
+            t->scale = (float)(1.0 / sqrt((double)t->cols) / rms[t->type]);
+        }
+        int n_dims = t->norm ? 1 : 2;
+        kvik_status st = gguf_writer_add_tensor_fn(w, pl->names[i], t->type, n_dims, pl->ne[i], fill_tensor, t);
+        if (st == KVIK_ERR_INVALID_ARG)
+            return err_set(err, st, "synth: %s: a row of %lld weights is not a whole number of %s blocks",
+                           pl->names[i], (long long)t->cols, tensor_type_name(t->type));
+        if (st) return err_set(err, st, "synth: out of memory");
+        run->total += tensor_row_size(t->type, t->cols) * (uint64_t)pl->ne[i][1];
+        if (t->cols > run->max_cols) run->max_cols = t->cols;
+    }
+    return KVIK_OK;
+}
+
+kvik_status synth_write(const char *path, const struct synth_params *p, struct synth_info *info,
+                        struct kvik_err *err) {
+    struct synth_info local;
+    if (!info) info = &local;
+    *info = (struct synth_info){0};
+    if (!path || !p || !p->vocab_path) return err_set(err, KVIK_ERR_INVALID_ARG, "synth: NULL argument");
+    const struct synth_shape *s = p->shape;
+    if (!shape_ok(s)) return err_set(err, KVIK_ERR_INVALID_ARG, "synth: inconsistent shape");
+    if (!synth_type_supported(p->type))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "synth: weight type %s is not supported",
+                       tensor_type_name(p->type));
+
+    size_t max_tensors = 3 + 9 * (size_t)s->n_layer, path_len = strlen(path) + 5;
+    struct plan pl = {calloc(max_tensors, sizeof *pl.ts), calloc(max_tensors, sizeof *pl.names),
+                      calloc(max_tensors, sizeof *pl.ne), 0};
+    struct synth_run run = {.seed = p->seed, .p = p};
+    struct gguf *vocab = NULL;
+    struct gguf_writer *w = gguf_writer_new();
+    char *tmp_path = malloc(path_len);
+    bool tmp_written = false;
+    int threads = p->n_threads > 0 ? p->n_threads : cpu_count();
+    kvik_status st = KVIK_OK;
+    if (!pl.ts || !pl.names || !pl.ne || !w || !tmp_path) {
+        st = err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    snprintf(tmp_path, path_len, "%s.tmp", path);
+    if ((st = gguf_open(p->vocab_path, &vocab, err))) {
+        if (st == KVIK_ERR_FORMAT) err_prefix(err, "%s: not a usable GGUF file", p->vocab_path);
+        goto done;
+    }
+    if ((st = set_hparams(w, s, p->type))) {
+        err_set(err, st, "synth: out of memory");
+        goto done;
+    }
+    if ((st = copy_tokenizer(w, vocab, p->vocab_path, s, info, err))) goto done;
+    gguf_close(vocab);
+    vocab = NULL;
+
+    plan_tensors(&pl, s, p->type);
+    if ((st = add_tensors(w, &run, &pl, err))) goto done;
+    if (!(run.pool = pool_create(threads, err))) {
+        st = err ? err->code : KVIK_ERR_NOMEM;
+        goto done;
+    }
+    if (!(run.tmp = malloc((size_t)threads * (size_t)run.max_cols * sizeof(float)))) {
+        st = err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    tmp_written = true;
+    if ((st = gguf_writer_write_file(w, tmp_path, err))) goto done;
+    if (rename(tmp_path, path) != 0) {
+        st = err_set(err, KVIK_ERR_IO, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    tmp_written = false;
+    struct stat sb;
+    info->file_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    info->n_params = synth_shape_params(s);
+    info->n_tensors = pl.n;
+done:
+    if (tmp_written) remove(tmp_path);
+    gguf_close(vocab);
+    gguf_writer_free(w);
+    pool_free(run.pool);
+    free(run.tmp);
+    free(tmp_path);
+    free(pl.ne);
+    free(pl.names);
+    free(pl.ts);
+    return st;
+}
