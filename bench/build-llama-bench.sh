@@ -6,8 +6,12 @@
 #
 #   bench/build-llama-bench.sh          prints the path of llama-bench
 #
-# llama.cpp is built with GGML_NATIVE=ON: the peer gets every instruction
-# this machine has, as a user building it here would. ~10 minutes on 2 cores.
+# llama.cpp gets every instruction set this machine has that it can use:
+# AVX-512 (F, BW, DQ, VL, VBMI, VNNI, BF16), AVX-VNNI, AVX2, FMA, F16C, BMI2.
+# Not AMX: with GGML_NATIVE=ON llama.cpp 0.3.36's AMX path faults on its
+# first ldtilecfg here (it never asks Linux for the AMX tile state with
+# arch_prctl(ARCH_REQ_XCOMP_PERM)), so a native build cannot run at all.
+# ~10 minutes on 2 cores.
 set -euo pipefail
 
 VERSION=0.3.36
@@ -16,8 +20,9 @@ DIR=${KVIK_PEER_DIR:-$HOME/.cache/kvik/peer}
 SRC=$DIR/llama_cpp_python-$VERSION
 BUILD=$DIR/build-$VERSION
 BIN=$BUILD/bin/llama-bench
+STAMP=$BUILD/kvik-config-2   # bump when the cmake options below change
 
-if [ -x "$BIN" ]; then
+if [ -x "$BIN" ] && [ -f "$STAMP" ]; then
     echo "$BIN"
     exit 0
 fi
@@ -47,9 +52,13 @@ done
 
 echo "build-llama-bench: building llama-bench in $BUILD (several minutes)" >&2
 cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+    -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_TOOLS=ON >&2
 cmake --build "$BUILD" --target llama-bench -j "$(nproc)" >&2
 [ -x "$BIN" ] || { echo "build-llama-bench: $BIN was not produced" >&2; exit 1; }
+"$BIN" --help >/dev/null 2>&1 || { echo "build-llama-bench: $BIN does not run" >&2; exit 1; }
+touch "$STAMP"
 echo "$BIN"
