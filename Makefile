@@ -42,7 +42,7 @@ CFLAGS_ALL += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 LDFLAGS_ALL += -fsanitize=address,undefined
 endif
 
-# Per-ISA flags: files named *_avx2.c / *_avx512.c are compiled for that ISA
+# Per-ISA flags: files named *_avx2.c / *_avx512.c / *_amx.c are compiled for that ISA
 # and only ever called after a CPUID check.
 ISA_AVX2 := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
@@ -64,6 +64,10 @@ TESTS := $(BUILD)/kvik-tests
 
 .PHONY: all test asan fuzz fuzz-run install uninstall clean deps model run
 all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
+
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ISA_AVX512) -mamx-tile -mamx-int8 -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
@@ -115,7 +119,7 @@ fuzz:
 
 $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(FUZZ_BUILD)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(filter-out %_avx2.c %_avx512.c,$(LIB_SRC)) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
 	  -DKVIK_NO_SIMD $< -o $@ -lm
 
 fuzz-run: fuzz

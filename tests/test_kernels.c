@@ -172,6 +172,7 @@ static void simd_vs_scalar(enum tensor_isa isa) {
 
 TEST(vec_dot_avx2_matches_scalar) { simd_vs_scalar(TENSOR_ISA_AVX2); }
 TEST(vec_dot_avx512_matches_scalar) { simd_vs_scalar(TENSOR_ISA_AVX512); }
+TEST(vec_dot_amx_matches_scalar) { simd_vs_scalar(TENSOR_ISA_AMX); }
 
 TEST(vec_dot_signed_extremes) {
     /* Q8_0 weights of -128 and activations at ±127: the sign trick must not

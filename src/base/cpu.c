@@ -5,6 +5,7 @@
  * kernel built for AVX-512 is never chosen where the OS would fault on it.
  */
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -16,6 +17,17 @@ static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux hands out the 8 KiB AMX tile state only to processes that ask
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the
+ * first tile instruction faults. */
+static bool amx_request_permission(void) {
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return false;
+#endif
 }
 
 static void detect(struct cpu_features *f) {
@@ -40,6 +52,9 @@ static void detect(struct cpu_features *f) {
         f->avx512vnni = (c >> 11) & 1;
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f->avx512bf16 = (a >> 5) & 1;
     }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && f->avx512f && ((d >> 24) & 1) && ((d >> 25) & 1) &&
+        (read_xcr0() & 0x60000) == 0x60000)
+        f->amx_int8 = amx_request_permission();
     if (!f->os_avx) f->fma = f->f16c = false;
 }
 #else

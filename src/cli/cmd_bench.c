@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "                          [--quick]\n"
             "  -t N          threads (default: all CPUs)\n"
             "  --types LIST  comma-separated weight types (default: all with kernels)\n"
-            "  --isa NAME    scalar, avx2 or avx512 (default: the best this CPU runs)\n"
+            "  --isa NAME    scalar, avx2, avx512 or amx (default: the best this CPU runs)\n"
             "  --reps N      repetitions per measurement, median kept (default 7)\n"
             "  --quick       small buffers (for smoke tests; numbers are not meaningful)\n"
             "  --json        one JSON object on stdout\n");
@@ -98,6 +98,7 @@ int cmd_bench(int argc, char **argv) {
             enum tensor_isa isa = !strcmp(name, "scalar") ? TENSOR_ISA_SCALAR
                                   : !strcmp(name, "avx2") ? TENSOR_ISA_AVX2
                                   : !strcmp(name, "avx512") ? TENSOR_ISA_AVX512
+                                  : !strcmp(name, "amx") ? TENSOR_ISA_AMX
                                   : TENSOR_ISA_COUNT;
             if (isa == TENSOR_ISA_COUNT || !(p.kernels = tensor_kernels_get(isa))) {
                 fprintf(stderr, "kvik bench: ISA '%s' unknown or not supported by this CPU\n", name);

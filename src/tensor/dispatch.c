@@ -1,6 +1,6 @@
 /*
  * dispatch.c — one kernel table per instruction set, and the choice of the
- * best one for this CPU, made once. KVIK_ISA=scalar|avx2|avx512 in the
+ * best one for this CPU, made once. KVIK_ISA=scalar|avx2|avx512|amx in the
  * environment caps the choice (tests and benchmarks use it to compare paths
  * in one binary).
  */
@@ -35,6 +35,11 @@ static void init_tables(void) {
         tensor_kernels_init_avx512(&g_tables[TENSOR_ISA_AVX512]);
         g_supported[TENSOR_ISA_AVX512] = true;
     }
+    if (g_supported[TENSOR_ISA_AVX512] && f->amx_int8) {
+        g_tables[TENSOR_ISA_AMX] = g_tables[TENSOR_ISA_AVX512];
+        tensor_kernels_init_amx(&g_tables[TENSOR_ISA_AMX]);
+        g_supported[TENSOR_ISA_AMX] = true;
+    }
 #endif
     int cap = TENSOR_ISA_COUNT - 1;
     const char *env = getenv("KVIK_ISA");
@@ -42,7 +47,8 @@ static void init_tables(void) {
         if (!strcmp(env, "scalar")) cap = TENSOR_ISA_SCALAR;
         else if (!strcmp(env, "avx2")) cap = TENSOR_ISA_AVX2;
         else if (!strcmp(env, "avx512")) cap = TENSOR_ISA_AVX512;
-        else log_warn("KVIK_ISA=%s not recognised (scalar, avx2, avx512); ignored", env);
+        else if (!strcmp(env, "amx")) cap = TENSOR_ISA_AMX;
+        else log_warn("KVIK_ISA=%s not recognised (scalar, avx2, avx512, amx); ignored", env);
     }
     for (int isa = cap; isa >= 0; isa--) {
         if (g_supported[isa]) {

@@ -15,6 +15,7 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k);
 #ifndef KVIK_NO_SIMD
 void tensor_kernels_init_avx2(struct tensor_kernels *k);
 void tensor_kernels_init_avx512(struct tensor_kernels *k);
+void tensor_kernels_init_amx(struct tensor_kernels *k); /* on top of a copy of the AVX-512 table */
 #endif
 
 /* All 65536 half-precision values as floats (filled before any table is

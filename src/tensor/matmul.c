@@ -38,6 +38,8 @@ struct matmul_job {
     enum tensor_type vt;
     uint8_t *xq; /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
+    uint8_t *packed; /* xq packed for rows_product (n_tok > 1), after xq in the scratch */
+    bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
 };
@@ -117,6 +119,12 @@ static void matmul_worker(void *arg, int ith, int nth) {
         while (tile >= job->first_tile[mi + 1]) mi++;
         int64_t local = tile - job->first_tile[mi];
         int64_t rows = job->w[mi]->rows;
+        if (job->whole[mi]) {
+            int64_t r0 = local * job->k->rows_group, r1 = r0 + job->k->rows_group < rows ? r0 + job->k->rows_group : rows;
+            job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r1, job->xq, job->xq_row, job->packed, job->n_tok,
+                                                   job->y[mi], job->y_stride[mi]);
+            continue;
+        }
         int64_t n_row_chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
         int64_t r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
@@ -131,10 +139,27 @@ static void quantize_worker(void *arg, int ith, int nth) {
     quantize_rows(arg);
 }
 
+static void pack_worker(void *arg, int ith, int nth) {
+    struct matmul_job *job = arg;
+    int64_t g = job->k->rows_group, tiles = (job->n_tok + g - 1) / g;
+    for (int64_t t = ith; t < tiles; t += nth)
+        job->k->pack[job->vt](job->xq, job->xq_row, job->cols, t, job->n_tok, job->packed);
+}
+
+static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/* Room for the packed activations of any table's rows_product: a 16-token
+ * tile per block holds 512 bytes of quants and 16 float scales. */
+static size_t packed_room(int vt, int64_t cols, int64_t n_tok) {
+    if (n_tok <= 1 || vt != TENSOR_TYPE_Q8_0) return 0;
+    return (size_t)((n_tok + 15) / 16) * (size_t)(cols / 32) * (512 + 64);
+}
+
 size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {
     const struct type_traits *tt = tensor_type_traits(type);
     if (!tt || tt->vec_dot_type == TENSOR_TYPE_F32) return 0;
-    return tensor_row_size(tt->vec_dot_type, cols) * (size_t)n_tok;
+    return round_up(tensor_row_size(tt->vec_dot_type, cols) * (size_t)n_tok, 64) +
+           packed_room(tt->vec_dot_type, cols, n_tok);
 }
 
 kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
@@ -154,8 +179,12 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.w[i] = w[i];
         job.y[i] = y[i];
         job.y_stride[i] = y_stride[i];
-        job.first_tile[i + 1] = job.first_tile[i] + (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK * job.n_tok_blocks;
+        job.whole[i] = k->rows_product[w[i]->type] != NULL;
+        job.first_tile[i + 1] = job.first_tile[i] + (job.whole[i] ? (w[i]->rows + k->rows_group - 1) / k->rows_group
+                                                                  : (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK * job.n_tok_blocks);
     }
+    bool any_whole = false;
+    for (int i = 0; i < n_mats; i++) any_whole |= job.whole[i];
     if (job.vt != TENSOR_TYPE_F32) {
         if (!k->quantize[job.vt] || job.cols % tensor_type_traits(job.vt)->block_size != 0)
             return KVIK_ERR_UNSUPPORTED;
@@ -163,6 +192,14 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.xq_row = tensor_row_size(job.vt, job.cols);
         if (n_tok == 1) quantize_rows(&job);
         else pool_run(pool, quantize_worker, &job);
+        if (any_whole && n_tok > 1) {
+            if (!k->pack[job.vt] || k->packed_size[job.vt](job.cols, n_tok) > packed_room(job.vt, job.cols, n_tok))
+                return KVIK_ERR_UNSUPPORTED;
+            job.packed = job.xq + round_up(job.xq_row * (size_t)n_tok, 64);
+            pool_run(pool, pack_worker, &job);
+        }
+    } else if (any_whole) {
+        return KVIK_ERR_UNSUPPORTED;
     }
     pool_run(pool, matmul_worker, &job);
     return KVIK_OK;

@@ -81,7 +81,7 @@ size_t tensor_row_size(int type, int64_t n);
 
 /* ---- kernels per instruction set ------------------------------------ */
 
-enum tensor_isa { TENSOR_ISA_SCALAR, TENSOR_ISA_AVX2, TENSOR_ISA_AVX512, TENSOR_ISA_COUNT };
+enum tensor_isa { TENSOR_ISA_SCALAR, TENSOR_ISA_AVX2, TENSOR_ISA_AVX512, TENSOR_ISA_AMX, TENSOR_ISA_COUNT };
 
 /* s[0..1] = dot of the weight rows at x and x + stride bytes with y; each
  * equal bit for bit to the single-row vec_dot of the same table. */
@@ -94,6 +94,8 @@ typedef void (*vec_dot_x2_fn)(int64_t n, float *restrict s, const void *restrict
  * single-row vec_dot of the same table bit for bit (batch invariance). */
 typedef void (*vec_dot_tile_fn)(int64_t n, float *restrict s, size_t s_stride, const void *restrict x,
                                 size_t x_stride, const void *restrict y, size_t y_stride);
+
+struct tensor_matrix;
 
 /* A run of cached positions whose K rows (and V rows) lie `stride` floats
  * apart, starting at k (v); n positions. */
@@ -116,6 +118,17 @@ struct tensor_kernels {
     vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
     int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
     attn_head_fn attn_head;                      /* attention of one query head (F32 K/V) */
+    /* Optional whole products (AMX): weight rows [r0, r1), at most
+     * rows_group of them, against all n_tok activation rows: the quantized
+     * rows xq (mat-vec, n_tok == 1) or their packed form (n_tok > 1, made
+     * tile by tile of rows_group tokens by pack[activation type]). Every
+     * element equals this table's vec_dot bit for bit. */
+    void (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                            size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys);
+    void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok,
+                                    void *packed);
+    size_t (*packed_size[TENSOR_TYPE_COUNT])(int64_t cols, int64_t n_tok);
+    int rows_group;
     from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
 };
 

@@ -255,6 +255,10 @@ double bench_int8_peak_gops(const struct tensor_kernels *k, int threads, const c
      * (2 x 32) with AVX2, which then need a vpmaddwd as well. */
     double macs = 0;
     switch (k->isa) {
+    case TENSOR_ISA_AMX:
+        macs = 1024;
+        *basis = "one 16x16x64 tdpbssd per 16 cycles per core at the nominal clock";
+        break;
     case TENSOR_ISA_AVX512:
         macs = 64;
         *basis = "2 x 256-bit vpdpbusd per cycle per core at the nominal clock";

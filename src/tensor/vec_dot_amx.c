@@ -1,0 +1,401 @@
+/*
+ * vec_dot_amx.c — Q4_0 and Q8_0 products on AMX tiles (Sapphire Rapids and
+ * later), for mat-vec and mat-mat alike.
+ *
+ * One tile product C += A B takes 16 weight rows x one 32-weight block (A,
+ * 16 x 32 signed bytes) against up to 16 activation rows of the same block
+ * (B, VNNI layout: 8 rows of 4 bytes per token) and gives the exact integer
+ * block sums S[row][token]. Every element is then
+ *
+ *     y = fma((float)S_b, d_w * d_a, y)   for blocks b = 0, 1, ... in order
+ *
+ * a chain of single fused multiply-adds per element. Because S_b is exact,
+ * the result does not depend on how the products were tiled, on how many
+ * tokens share a tile or on the thread: mat-vec (one token, B read straight
+ * from the quantized activation row) and mat-mat (B packed once per call)
+ * give the same bits, and so does the single-row reference vec_dot below.
+ * This table therefore computes these types differently from the AVX-512
+ * table (whose per-lane float accumulation is the other exact-by-
+ * construction choice); each table is consistent with itself.
+ *
+ * Q4_0 weights are unpacked to q - 8 in [-8, 7]; Q8_0 weights are used in
+ * place (the tile load takes the row stride), except for a last group of
+ * fewer than 16 rows, which is copied and padded with zeros.
+ */
+#ifndef KVIK_NO_SIMD
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+enum { GROUP = 16 };
+#define T_C 0
+#define T_A 1
+#define T_B 2
+
+/* The tile intrinsics take literal tile numbers (they are pasted into the
+ * assembly); these wrappers expand the names above first. */
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+
+static inline float f16t(uint16_t h) { return tensor_fp16_table[h]; }
+
+struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+/* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x n tokens (int32);
+ * A, 16 rows x 32 bytes; B, 8 x 4n bytes. */
+static void configure(int n) {
+    struct tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int set = 0; set < 6; set += 3) {
+        c.rows[set + T_C] = GROUP;
+        c.colsb[set + T_C] = (uint16_t)(4 * n);
+        c.rows[set + T_A] = GROUP;
+        c.colsb[set + T_A] = 32;
+        c.rows[set + T_B] = 8;
+        c.colsb[set + T_B] = (uint16_t)(4 * n);
+    }
+    /* GCC 12 does not see that ldtilecfg reads the whole struct and drops
+     * the stores above without this barrier. */
+    __asm__ volatile("" : : "m"(c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+/* ---- reference: one row, the same chain, integers summed directly ---- */
+
+static int32_t block_sum_q4_0(const block_q4_0 *x, const block_q8_0 *y) {
+    int32_t s = 0;
+    for (int i = 0; i < QK / 2; i++) {
+        s += ((x->qs[i] & 0x0F) - 8) * y->qs[i];
+        s += ((x->qs[i] >> 4) - 8) * y->qs[i + QK / 2];
+    }
+    return s;
+}
+
+static int32_t block_sum_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
+    int32_t s = 0;
+    for (int i = 0; i < QK; i++) s += x->qs[i] * y->qs[i];
+    return s;
+}
+
+static void vec_dot_q4_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_0 *x = vx;
+    const block_q8_0 *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK; b++)
+        acc = fmaf((float)block_sum_q4_0(&x[b], &y[b]), f16t(x[b].d) * f16t(y[b].d), acc);
+    *s = acc;
+}
+
+static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q8_0 *x = vx;
+    const block_q8_0 *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK; b++)
+        acc = fmaf((float)block_sum_q8_0(&x[b], &y[b]), f16t(x[b].d) * f16t(y[b].d), acc);
+    *s = acc;
+}
+
+/* ---- activations: VNNI layout for B ----------------------------------- */
+
+/* Token tile `tile` (tokens 16 tile .. +16) of Q8_0 rows: for each block,
+ * 8 rows of 64 bytes (row k holds bytes 4k..4k+3 of each token's block) and
+ * 16 scales; tokens past n_tok are zeros. */
+static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+    int64_t nb = cols / QK;
+    uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * (512 + 64);
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t *rows = (uint32_t *)(dst + (size_t)b * (512 + 64));
+        float *d = (float *)(rows + 128);
+        for (int t = 0; t < GROUP; t++) {
+            int64_t tok = tile * GROUP + t;
+            if (tok >= n_tok) {
+                for (int k = 0; k < 8; k++) rows[k * 16 + t] = 0;
+                d[t] = 0.0f;
+                continue;
+            }
+            const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
+            uint32_t w[8];
+            memcpy(w, y->qs, 32);
+            for (int k = 0; k < 8; k++) rows[k * 16 + t] = w[k];
+            d[t] = f16t(y->d);
+        }
+    }
+}
+
+static size_t packed_size_q8_0(int64_t cols, int64_t n_tok) {
+    return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * (512 + 64);
+}
+
+/* ---- weights: A tiles ------------------------------------------------ */
+
+/* Per-thread panel of unpacked weights: [nb][16][32] bytes + [nb][16] scales. */
+static _Thread_local uint8_t *t_panel;
+static _Thread_local size_t t_panel_cap;
+
+static uint8_t *panel_get(size_t bytes) {
+    if (bytes > t_panel_cap) {
+        mem_free(t_panel);
+        t_panel = mem_alloc_aligned(bytes);
+        t_panel_cap = t_panel ? bytes : 0;
+    }
+    return t_panel;
+}
+
+/* Rows [r0, r0 + nr) of block b as 16 x 32 signed bytes (zero rows past nr)
+ * and their 16 scales. */
+static void unpack_block(int type, const struct tensor_matrix *w, int64_t r0, int nr, int64_t b, int8_t *a,
+                         float *d) {
+    for (int r = 0; r < GROUP; r++) {
+        if (r >= nr) {
+            memset(a + 32 * r, 0, 32);
+            d[r] = 0.0f;
+            continue;
+        }
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
+        if (type == TENSOR_TYPE_Q4_0) {
+            const block_q4_0 *x = (const block_q4_0 *)row + b;
+            __m128i q = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F), e = _mm_set1_epi8(8);
+            _mm_storeu_si128((__m128i *)(a + 32 * r), _mm_sub_epi8(_mm_and_si128(q, m), e));
+            _mm_storeu_si128((__m128i *)(a + 32 * r + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e));
+            d[r] = f16t(x->d);
+        } else {
+            const block_q8_0 *x = (const block_q8_0 *)row + b;
+            memcpy(a + 32 * r, x->qs, 32);
+            d[r] = f16t(x->d);
+        }
+    }
+}
+
+/* Block b of 16 full Q4_0 rows from r0 as 16 x 32 signed bytes, four rows
+ * per 512-bit register: the four 16-byte quant arrays side by side, low and
+ * high nibbles split, re-centred, then interleaved back to row order. */
+static inline void unpack16_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t b, int8_t *a) {
+    const __m512i m = _mm512_set1_epi8(0x0F), e = _mm512_set1_epi8(8);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)b * sizeof(block_q4_0) + 2;
+    for (int r = 0; r < GROUP; r += 4) {
+        const uint8_t *p = base + (size_t)r * w->row_bytes;
+        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + w->row_bytes)), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 2 * w->row_bytes)), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 3 * w->row_bytes)), 3);
+        __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m), e);
+        __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m), e);
+        _mm512_storeu_si512(a + 32 * r, _mm512_permutex2var_epi64(lo, first, hi));
+        _mm512_storeu_si512(a + 32 * r + 64, _mm512_permutex2var_epi64(lo, second, hi));
+    }
+}
+
+/* The 16 scales of block b of rows r0..r0+15 (all present), by a gather of
+ * the dwords holding each f16 scale. */
+static inline __m512 row_scales(const struct tensor_matrix *w, int64_t r0, int64_t b, size_t block_bytes) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)w->row_bytes));
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)b * block_bytes;
+    __m512i words = _mm512_i32gather_epi32(idx, base, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+enum { PREFETCH_BLOCKS = 224 };
+
+/* Block b of rows [r0, r0 + nr) into the A tile `ta` (through abuf unless
+ * Q8_0 rows can be loaded in place); returns the 16 row scales. */
+#define LOAD_A(ta, b, abuf)                                                                         \
+    ({                                                                                               \
+        __m512 dw_;                                                                                  \
+        if (direct) {                                                                                \
+            TILE_LOAD(ta, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)(b) * bb + 2, \
+                      (long)w->row_bytes);                                                           \
+            dw_ = row_scales(w, r0, b, bb);                                                          \
+        } else if (full && type == TENSOR_TYPE_Q4_0) {                                               \
+            unpack16_q4_0(w, r0, b, abuf);                                                           \
+            TILE_LOAD(ta, abuf, 32);                                                                 \
+            dw_ = row_scales(w, r0, b, bb);                                                          \
+        } else {                                                                                     \
+            unpack_block(type, w, r0, nr, b, abuf, d);                                               \
+            TILE_LOAD(ta, abuf, 32);                                                                 \
+            dw_ = _mm512_load_ps(d);                                                                 \
+        }                                                                                            \
+        dw_;                                                                                         \
+    })
+
+/* Mat-vec: rows [r0, r0 + nr) against one activation row. Two blocks are
+ * in flight (tiles 0-2 and 3-5), so one block's tile product overlaps the
+ * other's unpacking and scaling. */
+static void rows_matvec(int type, const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y, float *out) {
+    int64_t nb = w->cols / QK;
+    size_t bb = type == TENSOR_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
+    bool direct = type == TENSOR_TYPE_Q8_0 && nr == GROUP;
+    bool full = nr == GROUP && (w->row_bytes % 4) == 0;
+    _Alignas(64) int8_t a0[GROUP * 32], a1[GROUP * 32];
+    _Alignas(64) float d[GROUP];
+    _Alignas(64) int32_t c0[GROUP], c1[GROUP];
+    __m512 acc = _mm512_setzero_ps();
+    configure(1);
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        if (full)
+            for (int r = 0; r < GROUP; r++)
+                _mm_prefetch((const char *)w->data + (size_t)(r0 + r) * w->row_bytes + (size_t)(b + PREFETCH_BLOCKS) * bb,
+                             _MM_HINT_T0);
+        __m512 dw0 = LOAD_A(1, b, a0);
+        TILE_LOAD(2, y[b].qs, 4);
+        TILE_ZERO(0);
+        TILE_DPBSSD(0, 1, 2);
+        __m512 dw1 = LOAD_A(4, b + 1, a1);
+        TILE_LOAD(5, y[b + 1].qs, 4);
+        TILE_ZERO(3);
+        TILE_DPBSSD(3, 4, 5);
+        TILE_STORE(0, c0, 4);
+        TILE_STORE(3, c1, 4);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0)), _mm512_mul_ps(dw0, _mm512_set1_ps(f16t(y[b].d))),
+                              acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1)),
+                              _mm512_mul_ps(dw1, _mm512_set1_ps(f16t(y[b + 1].d))), acc);
+    }
+    if (b < nb) {
+        __m512 dw0 = LOAD_A(1, b, a0);
+        TILE_LOAD(2, y[b].qs, 4);
+        TILE_ZERO(0);
+        TILE_DPBSSD(0, 1, 2);
+        TILE_STORE(0, c0, 4);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0)), _mm512_mul_ps(dw0, _mm512_set1_ps(f16t(y[b].d))),
+                              acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+#undef LOAD_A
+
+/* Q4_0 mat-vec of 16 full rows without tiles (a tile product per block is
+ * latency-bound for a single token). Four rows per 512-bit register, one
+ * 128-bit lane each: the low nibbles (weights 0..15) against activations
+ * 0..15 and the high nibbles against 16..31, both into the same 4-dword
+ * partial sums; then the 16 rows' sums are reduced together and q*y - 8*y
+ * formed exactly, as the tile path does, so the results equal it. */
+static void rows_matvec16_q4_0(const struct tensor_matrix *w, int64_t r0, const block_q8_0 *y, float *out) {
+    int64_t nb = w->cols / QK;
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi8(1);
+    /* lane L of v[i] is row 4i + L; after the reduction, dword 4L + i */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + 2;
+    const size_t rb = w->row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        if ((b % 2) == 0)
+            for (int r = 0; r < GROUP; r++)
+                _mm_prefetch((const char *)base + (size_t)r * rb + (size_t)(b + PREFETCH_BLOCKS) * sizeof(block_q4_0),
+                             _MM_HINT_T0);
+        __m128i ylo = _mm_loadu_si128((const __m128i *)y[b].qs), yhi = _mm_loadu_si128((const __m128i *)(y[b].qs + 16));
+        __m512i yl = _mm512_broadcast_i32x4(ylo), yh = _mm512_broadcast_i32x4(yhi);
+        __m512i v[4];
+        const uint8_t *blk = base + (size_t)b * sizeof(block_q4_0);
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *p = blk + (size_t)(4 * i) * rb;
+            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+            q = _mm512_mask_broadcast_i32x4(q, 0x00F0, _mm_loadu_si128((const __m128i *)(p + rb)));
+            q = _mm512_mask_broadcast_i32x4(q, 0x0F00, _mm_loadu_si128((const __m128i *)(p + 2 * rb)));
+            q = _mm512_mask_broadcast_i32x4(q, 0xF000, _mm_loadu_si128((const __m128i *)(p + 3 * rb)));
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m), yl);
+            v[i] = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(q, 4), m), yh);
+        }
+        __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
+        __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
+        __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        __m256i sy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256((const __m256i *)y[b].qs));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sy), _mm256_extracti128_si256(sy, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        __m512i sums = _mm512_sub_epi32(_mm512_permutexvar_epi32(order, u),
+                                        _mm512_slli_epi32(_mm512_broadcastd_epi32(s4), 3));
+        __m512 dw = row_scales(w, r0, b, sizeof(block_q4_0));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, _mm512_set1_ps(f16t(y[b].d))), acc);
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed activation rows. */
+static void rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
+                        int64_t n_tok, float *y, int64_t ys) {
+    int64_t nb = w->cols / QK;
+    uint8_t *panel = panel_get((size_t)nb * (GROUP * 32 + GROUP * sizeof(float)));
+    if (!panel) abort(); /* a few hundred KiB per thread; see tensor_matmul_scratch_size */
+    int8_t *a = (int8_t *)panel;
+    float *d = (float *)(panel + (size_t)nb * GROUP * 32);
+    for (int64_t b = 0; b < nb; b++) unpack_block(type, w, r0, nr, b, a + (size_t)b * GROUP * 32, d + b * GROUP);
+    int configured = -1;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        if (nt != configured) configure(configured = nt);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
+        __m512 acc[GROUP];
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        _Alignas(64) int32_t c[GROUP * GROUP];
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = tile + (size_t)b * (512 + 64);
+            TILE_LOAD(T_A, a + (size_t)b * GROUP * 32, 32);
+            TILE_LOAD(T_B, blk, 64);
+            TILE_ZERO(T_C);
+            TILE_DPBSSD(T_C, T_A, T_B);
+            TILE_STORE(T_C, c, 64);
+            __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
+            const float *dr = d + b * GROUP;
+            for (int r = 0; r < GROUP; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
+                                         _mm512_mul_ps(_mm512_set1_ps(dr[r]), dy), acc[r]);
+        }
+        for (int r = 0; r < nr; r++) {
+            _Alignas(64) float res[GROUP];
+            _mm512_store_ps(res, acc[r]);
+            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
+        }
+    }
+}
+
+static void rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                   size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int nr = (int)(r1 - r0);
+    if (n_tok == 1) {
+        float out[GROUP];
+        if (w->type == TENSOR_TYPE_Q4_0 && nr == GROUP) {
+            rows_matvec16_q4_0(w, r0, xq, out);
+            for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+            return; /* no tiles touched */
+        }
+        rows_matvec(w->type, w, r0, nr, xq, out);
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+    } else {
+        rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
+    }
+    _tile_release();
+}
+
+void tensor_kernels_init_amx(struct tensor_kernels *k) {
+    k->name = "avx512-amx";
+    k->isa = TENSOR_ISA_AMX;
+    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        k->vec_dot_x2[types[i]] = NULL;
+        k->vec_dot_tile[types[i]] = NULL;
+        k->rows_product[types[i]] = rows_product_q8_family;
+    }
+    k->vec_dot[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_amx;
+    k->vec_dot[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_amx;
+    k->pack[TENSOR_TYPE_Q8_0] = pack_q8_0;
+    k->packed_size[TENSOR_TYPE_Q8_0] = packed_size_q8_0;
+    k->rows_group = GROUP;
+}
+#endif
