@@ -148,11 +148,15 @@ static void pack_worker(void *arg, int ith, int nth) {
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-/* Room for the packed activations of any table's rows_product: a 16-token
- * tile per block holds 512 bytes of quants and 16 float scales. */
+/* Room for the packed activations of any table's rows_product (16-token
+ * tiles, see vec_dot_amx.c). */
 static size_t packed_room(int vt, int64_t cols, int64_t n_tok) {
-    if (n_tok <= 1 || vt != TENSOR_TYPE_Q8_0) return 0;
-    return (size_t)((n_tok + 15) / 16) * (size_t)(cols / 32) * (512 + 64);
+    if (n_tok <= 1) return 0;
+    size_t tiles = (size_t)((n_tok + 15) / 16);
+    if (vt == TENSOR_TYPE_Q8_0) return tiles * (size_t)(cols / 32) * (512 + 64);
+    /* Q8_K: per super-block 8 x 512 quant bytes, 16 scales, 8 x 16 sums */
+    if (vt == TENSOR_TYPE_Q8_K) return tiles * (size_t)(cols / 256) * (8 * 512 + 64 + 8 * 64);
+    return 0;
 }
 
 size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {

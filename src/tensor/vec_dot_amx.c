@@ -383,6 +383,254 @@ static void rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, in
     _tile_release();
 }
 
+/* ---- Q4_K ------------------------------------------------------------ *
+ *
+ * Per 256-weight super-block b the exact integers
+ *     S_b = sum_j sc_j * (q . y over sub-block j)     M_b = sum_j m_j * ysum_j
+ * (eight 32-weight sub-blocks with 6-bit scales sc_j and mins m_j; ysum_j
+ * from the activations' bsums) enter one chain per element:
+ *     y = fma((float)S_b, d * d_y, y);  y = fma((float)M_b, -(dmin * d_y), y)
+ * Mat-mat runs the sub-block products on tiles (unsigned weights x signed
+ * activations) and scales them in integers; mat-vec forms S_b per row with
+ * the AVX-512 kernel's scaled dot products and reduces 16 rows at once.
+ */
+
+enum { K_SUB = 8, K_TILE_BYTES = K_SUB * 512 + 64 + K_SUB * 64 };
+
+static void k_scales(const uint8_t *scales, int32_t sc[K_SUB], int32_t mn[K_SUB]) {
+    for (int j = 0; j < K_SUB; j++) {
+        uint8_t a, b;
+        k_scale_min(j, scales, &a, &b);
+        sc[j] = a;
+        mn[j] = b;
+    }
+}
+
+static void vec_dot_q4_K_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int32_t sc[K_SUB], mn[K_SUB], S = 0, M = 0;
+        k_scales(x[b].scales, sc, mn);
+        for (int j = 0; j < K_SUB; j++) {
+            int32_t sj = 0;
+            for (int i = 0; i < 32; i++) {
+                int q = (j % 2) ? x[b].qs[32 * (j / 2) + i] >> 4 : x[b].qs[32 * (j / 2) + i] & 0x0F;
+                sj += q * y[b].qs[32 * j + i];
+            }
+            S += sc[j] * sj;
+            M += mn[j] * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * y[b].d, acc);
+        acc = fmaf((float)M, -(f16t(x[b].dmin) * y[b].d), acc);
+    }
+    *s = acc;
+}
+
+/* Q8_K activations of one 16-token tile: per super-block, 8 sub-blocks of
+ * 8 x 64 bytes (VNNI layout), then 16 scales, then 8 x 16 sub-block sums. */
+static void pack_q8_K(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+    int64_t nb = cols / QK_K;
+    uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * K_TILE_BYTES;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *sb = dst + (size_t)b * K_TILE_BYTES;
+        uint32_t *rows = (uint32_t *)sb;
+        float *d = (float *)(sb + K_SUB * 512);
+        int32_t *bs = (int32_t *)(sb + K_SUB * 512 + 64);
+        for (int t = 0; t < GROUP; t++) {
+            int64_t tok = tile * GROUP + t;
+            const block_q8_K *y = tok < n_tok ? (const block_q8_K *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b : NULL;
+            for (int j = 0; j < K_SUB; j++) {
+                uint32_t w[8] = {0};
+                if (y) memcpy(w, y->qs + 32 * j, 32);
+                for (int k = 0; k < 8; k++) rows[(j * 8 + k) * 16 + t] = w[k];
+                bs[j * 16 + t] = y ? y->bsums[2 * j] + y->bsums[2 * j + 1] : 0;
+            }
+            d[t] = y ? y->d : 0.0f;
+        }
+    }
+}
+
+static size_t packed_size_q8_K(int64_t cols, int64_t n_tok) {
+    return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * K_TILE_BYTES;
+}
+
+/* Sixteen rows' 8-lane partial sums (v[r] for row r) -> the 16 totals in
+ * row order. Integer adds: exact in any order. */
+static inline __m512i reduce_rows16(const __m256i v[GROUP]) {
+    __m512i z[8], t[4], u[2], w[2];
+    for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * p]), v[2 * p + 1], 1);
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]), _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
+    for (int i = 0; i < 2; i++) {
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+        w[i] = _mm512_add_epi32(u[i], _mm512_shuffle_i32x4(u[i], u[i], _MM_SHUFFLE(2, 3, 0, 1)));
+    }
+    /* w[0]: lane 0 = rows 0,2,4,6, lane 2 = rows 1,3,5,7; w[1] likewise 8..15 */
+    const __m512i idx = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
+    return _mm512_permutex2var_epi32(w[0], idx, w[1]);
+}
+
+static inline __m512 neg_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))); }
+
+/* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
+ * Q8_K row. */
+static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y, float *out) {
+    int64_t nb = w->cols / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i v[GROUP];
+        _Alignas(64) int32_t mv[GROUP];
+        _Alignas(64) float dv[GROUP], dmv[GROUP];
+        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
+                                    _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
+        for (int r = 0; r < GROUP; r++) {
+            const block_q4_K *x =
+                (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes) + b;
+            _mm_prefetch((const char *)x + 4096, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + 4096 + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)x + 4096 + 128, _MM_HINT_T0);
+            uint32_t wd[3], s_lo, s_hi, m_lo, m_hi;
+            memcpy(wd, x->scales, 12);
+            s_lo = wd[0] & 0x3f3f3f3fu;
+            s_hi = (wd[2] & 0x0f0f0f0fu) | ((wd[0] >> 2) & 0x30303030u);
+            m_lo = wd[1] & 0x3f3f3f3fu;
+            m_hi = ((wd[2] >> 4) & 0x0f0f0f0fu) | ((wd[1] >> 2) & 0x30303030u);
+            uint8_t sc[8];
+            memcpy(sc, &s_lo, 4);
+            memcpy(sc + 4, &s_hi, 4);
+            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo)), bs);
+            p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
+            p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
+            mv[r] = _mm_cvtsi128_si32(p);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j))),
+                                           _mm256_set1_epi16(sc[2 * j]));
+                sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j + 32))),
+                                           _mm256_set1_epi16(sc[2 * j + 1]));
+            }
+            v[r] = sumi;
+            dv[r] = f16t(x->d);
+            dmv[r] = f16t(x->dmin);
+        }
+        __m512 dy = _mm512_set1_ps(y[b].d);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(reduce_rows16(v)), _mm512_mul_ps(_mm512_load_ps(dv), dy), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(mv)), neg_ps(_mm512_mul_ps(_mm512_load_ps(dmv), dy)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+#define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_K rows on tiles. */
+static void rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                             float *y, int64_t ys) {
+    int64_t nb = w->cols / QK_K;
+    /* per super-block: 8 x 16 x 32 weight bytes, 8 x 16 scales, 8 x 16 mins, 16 d, 16 dmin */
+    const size_t per_b = K_SUB * GROUP * 32 + 2 * K_SUB * GROUP * 4 + 2 * GROUP * 4;
+    uint8_t *panel = panel_get((size_t)nb * per_b);
+    if (!panel) abort();
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pb = panel + (size_t)b * per_b;
+        int32_t *sc = (int32_t *)(pb + K_SUB * GROUP * 32), *mn = sc + K_SUB * GROUP;
+        float *d = (float *)(mn + K_SUB * GROUP), *dm = d + GROUP;
+        for (int r = 0; r < GROUP; r++) {
+            if (r >= nr) {
+                for (int j = 0; j < K_SUB; j++) {
+                    memset(pb + (j * GROUP + r) * 32, 0, 32);
+                    sc[j * GROUP + r] = mn[j * GROUP + r] = 0;
+                }
+                d[r] = dm[r] = 0.0f;
+                continue;
+            }
+            const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + b;
+            int32_t s8[K_SUB], m8[K_SUB];
+            k_scales(x->scales, s8, m8);
+            for (int j = 0; j < K_SUB; j++) {
+                sc[j * GROUP + r] = s8[j];
+                mn[j * GROUP + r] = m8[j];
+            }
+            for (int jj = 0; jj < 4; jj++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * jj));
+                _mm256_storeu_si256((__m256i *)(pb + ((2 * jj) * GROUP + r) * 32), _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
+                _mm256_storeu_si256((__m256i *)(pb + ((2 * jj + 1) * GROUP + r) * 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
+            }
+            d[r] = f16t(x->d);
+            dm[r] = f16t(x->dmin);
+        }
+    }
+    int configured = -1;
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        if (nt != configured) configure(configured = nt);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        __m512 acc[GROUP];
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *pb = panel + (size_t)b * per_b, *tb = tile + (size_t)b * K_TILE_BYTES;
+            const int32_t *sc = (const int32_t *)(pb + K_SUB * GROUP * 32), *mn = sc + K_SUB * GROUP;
+            const float *d = (const float *)(mn + K_SUB * GROUP), *dm = d + GROUP;
+            const int32_t *bs = (const int32_t *)(tb + K_SUB * 512 + 64);
+            __m512i S[GROUP];
+            for (int r = 0; r < GROUP; r++) S[r] = _mm512_setzero_si512();
+            for (int j = 0; j < K_SUB; j += 2) {
+                TILE_LOAD(1, pb + j * GROUP * 32, 32);
+                TILE_LOAD(2, tb + j * 512, 64);
+                TILE_ZERO(0);
+                TILE_DPBUSD(0, 1, 2);
+                TILE_LOAD(4, pb + (j + 1) * GROUP * 32, 32);
+                TILE_LOAD(5, tb + (j + 1) * 512, 64);
+                TILE_ZERO(3);
+                TILE_DPBUSD(3, 4, 5);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(3, c1, 64);
+                for (int r = 0; r < GROUP; r++) {
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[j * GROUP + r])));
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[(j + 1) * GROUP + r])));
+                }
+            }
+            __m512 dy = _mm512_loadu_ps((const float *)(tb + K_SUB * 512));
+            for (int r = 0; r < GROUP; r++) {
+                __m512i M = _mm512_setzero_si512();
+                for (int j = 0; j < K_SUB; j++)
+                    M = _mm512_add_epi32(M, _mm512_mullo_epi32(_mm512_loadu_si512(bs + j * GROUP), _mm512_set1_epi32(mn[j * GROUP + r])));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(_mm512_set1_ps(dm[r]), dy)), acc[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            _Alignas(64) float res[GROUP];
+            _mm512_store_ps(res, acc[r]);
+            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
+        }
+    }
+}
+
+static void rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int nr = (int)(r1 - r0);
+    if (n_tok == 1) {
+        float out[GROUP];
+        rows_matvec_q4_K(w, r0, nr, xq, out);
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+        return;
+    }
+    rows_matmat_q4_K(w, r0, nr, packed, n_tok, y, ys);
+    _tile_release();
+}
+
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->name = "avx512-amx";
     k->isa = TENSOR_ISA_AMX;
@@ -392,6 +640,12 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
         k->vec_dot_tile[types[i]] = NULL;
         k->rows_product[types[i]] = rows_product_q8_family;
     }
+    k->vec_dot_x2[TENSOR_TYPE_Q4_K] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q4_K] = NULL;
+    k->rows_product[TENSOR_TYPE_Q4_K] = rows_product_q4_K;
+    k->vec_dot[TENSOR_TYPE_Q4_K] = vec_dot_q4_K_amx;
+    k->pack[TENSOR_TYPE_Q8_K] = pack_q8_K;
+    k->packed_size[TENSOR_TYPE_Q8_K] = packed_size_q8_K;
     k->vec_dot[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_amx;
     k->vec_dot[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_amx;
     k->pack[TENSOR_TYPE_Q8_0] = pack_q8_0;
