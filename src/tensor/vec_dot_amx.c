@@ -152,6 +152,20 @@ static uint8_t *panel_get(size_t bytes) {
     return t_panel;
 }
 
+/* Per-thread room for 8 * (sum of each activation block) of one row. */
+static _Thread_local int32_t *t_ysum;
+static _Thread_local size_t t_ysum_cap;
+
+static int32_t *ysum_get(size_t n) {
+    if (n > t_ysum_cap) {
+        free(t_ysum);
+        t_ysum = malloc(n * sizeof(int32_t));
+        t_ysum_cap = t_ysum ? n : 0;
+        if (!t_ysum) abort();
+    }
+    return t_ysum;
+}
+
 /* Rows [r0, r0 + nr) of block b as 16 x 32 signed bytes (zero rows past nr)
  * and their 16 scales. */
 static void unpack_block(int type, const struct tensor_matrix *w, int64_t r0, int nr, int64_t b, int8_t *a,
@@ -177,154 +191,79 @@ static void unpack_block(int type, const struct tensor_matrix *w, int64_t r0, in
     }
 }
 
-/* Block b of 16 full Q4_0 rows from r0 as 16 x 32 signed bytes, four rows
- * per 512-bit register: the four 16-byte quant arrays side by side, low and
- * high nibbles split, re-centred, then interleaved back to row order. */
-static inline void unpack16_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t b, int8_t *a) {
-    const __m512i m = _mm512_set1_epi8(0x0F), e = _mm512_set1_epi8(8);
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)b * sizeof(block_q4_0) + 2;
-    for (int r = 0; r < GROUP; r += 4) {
-        const uint8_t *p = base + (size_t)r * w->row_bytes;
-        __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + w->row_bytes)), 1);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 2 * w->row_bytes)), 2);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(p + 3 * w->row_bytes)), 3);
-        __m512i lo = _mm512_sub_epi8(_mm512_and_si512(q, m), e);
-        __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m), e);
-        _mm512_storeu_si512(a + 32 * r, _mm512_permutex2var_epi64(lo, first, hi));
-        _mm512_storeu_si512(a + 32 * r + 64, _mm512_permutex2var_epi64(lo, second, hi));
-    }
+
+/* Eight 8-lane integer vectors -> their eight horizontal sums, in order. */
+static inline __m256i hsum8_epi32(const __m256i a[8]) {
+    __m256i u = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+    __m256i v = _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u, v, 0x20), _mm256_permute2x128_si256(u, v, 0x31));
 }
 
-/* The 16 scales of block b of rows r0..r0+15 (all present), by a gather of
- * the dwords holding each f16 scale. */
-static inline __m512 row_scales(const struct tensor_matrix *w, int64_t r0, int64_t b, size_t block_bytes) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)w->row_bytes));
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)b * block_bytes;
-    __m512i words = _mm512_i32gather_epi32(idx, base, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
 }
 
-enum { PREFETCH_BLOCKS = 224 };
+static inline __m256i q4_nibbles(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
+}
 
-/* Block b of rows [r0, r0 + nr) into the A tile `ta` (through abuf unless
- * Q8_0 rows can be loaded in place); returns the 16 row scales. */
-#define LOAD_A(ta, b, abuf)                                                                         \
-    ({                                                                                               \
-        __m512 dw_;                                                                                  \
-        if (direct) {                                                                                \
-            TILE_LOAD(ta, (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + (size_t)(b) * bb + 2, \
-                      (long)w->row_bytes);                                                           \
-            dw_ = row_scales(w, r0, b, bb);                                                          \
-        } else if (full && type == TENSOR_TYPE_Q4_0) {                                               \
-            unpack16_q4_0(w, r0, b, abuf);                                                           \
-            TILE_LOAD(ta, abuf, 32);                                                                 \
-            dw_ = row_scales(w, r0, b, bb);                                                          \
-        } else {                                                                                     \
-            unpack_block(type, w, r0, nr, b, abuf, d);                                               \
-            TILE_LOAD(ta, abuf, 32);                                                                 \
-            dw_ = _mm512_load_ps(d);                                                                 \
-        }                                                                                            \
-        dw_;                                                                                         \
-    })
-
-/* Mat-vec: rows [r0, r0 + nr) against one activation row. Two blocks are
- * in flight (tiles 0-2 and 3-5), so one block's tile product overlaps the
- * other's unpacking and scaling. */
-static void rows_matvec(int type, const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y, float *out) {
+/* Q4_0 mat-vec of 16 rows without tiles (a tile product per block is
+ * latency-bound for one token), in two passes. First each row is streamed
+ * alone, as the AVX-512 kernel streams it, and its exact block sums q*y are
+ * formed eight blocks at a time (q*y - 8*y with the activations' block sums,
+ * taken once per call). Then the sixteen rows' chains run side by side:
+ * acc = fma((float)S_b, d_w * d_y, acc) per block, as the tile path does, so
+ * the results equal it. Missing rows of a last group repeat the last row. */
+static void rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
+                                  const int32_t *yoff, float *out) {
     int64_t nb = w->cols / QK;
-    size_t bb = type == TENSOR_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q8_0);
-    bool direct = type == TENSOR_TYPE_Q8_0 && nr == GROUP;
-    bool full = nr == GROUP && (w->row_bytes % 4) == 0;
-    _Alignas(64) int8_t a0[GROUP * 32], a1[GROUP * 32];
-    _Alignas(64) float d[GROUP];
-    _Alignas(64) int32_t c0[GROUP], c1[GROUP];
-    __m512 acc = _mm512_setzero_ps();
-    configure(1);
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        if (full)
-            for (int r = 0; r < GROUP; r++)
-                _mm_prefetch((const char *)w->data + (size_t)(r0 + r) * w->row_bytes + (size_t)(b + PREFETCH_BLOCKS) * bb,
-                             _MM_HINT_T0);
-        __m512 dw0 = LOAD_A(1, b, a0);
-        TILE_LOAD(2, y[b].qs, 4);
-        TILE_ZERO(0);
-        TILE_DPBSSD(0, 1, 2);
-        __m512 dw1 = LOAD_A(4, b + 1, a1);
-        TILE_LOAD(5, y[b + 1].qs, 4);
-        TILE_ZERO(3);
-        TILE_DPBSSD(3, 4, 5);
-        TILE_STORE(0, c0, 4);
-        TILE_STORE(3, c1, 4);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0)), _mm512_mul_ps(dw0, _mm512_set1_ps(f16t(y[b].d))),
-                              acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c1)),
-                              _mm512_mul_ps(dw1, _mm512_set1_ps(f16t(y[b + 1].d))), acc);
+    const bool q8 = w->type == TENSOR_TYPE_Q8_0;
+    const size_t bb = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)(nb + 8) * sizeof(int32_t));
+    if (!S) abort();
+    for (int r = 0; r < GROUP; r++) {
+        const uint8_t *x = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes;
+        int32_t *Sr = S + (size_t)r * (size_t)nb;
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            __m256i p[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *blk = x + (size_t)(b + i) * bb;
+                _mm_prefetch((const char *)blk + 4096, _MM_HINT_T0);
+                __m256i q = q8 ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip) : q4_nibbles(blk + 2);
+                p[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b + i].qs));
+            }
+            _mm256_storeu_si256((__m256i *)(Sr + b),
+                                _mm256_sub_epi32(hsum8_epi32(p), _mm256_loadu_si256((const __m256i *)(yoff + b))));
+        }
+        for (; b < nb; b++) {
+            const uint8_t *blk = x + (size_t)b * bb;
+            __m256i q = q8 ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip) : q4_nibbles(blk + 2);
+            Sr[b] = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b].qs))) -
+                    yoff[b];
+        }
     }
-    if (b < nb) {
-        __m512 dw0 = LOAD_A(1, b, a0);
-        TILE_LOAD(2, y[b].qs, 4);
-        TILE_ZERO(0);
-        TILE_DPBSSD(0, 1, 2);
-        TILE_STORE(0, c0, 4);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c0)), _mm512_mul_ps(dw0, _mm512_set1_ps(f16t(y[b].d))),
-                              acc);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)nb));
+    /* scales of missing rows: the last row's */
+    __m512i sidx = _mm512_min_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                    _mm512_set1_epi32(nr - 1));
+    sidx = _mm512_mullo_epi32(sidx, _mm512_set1_epi32((int)w->row_bytes));
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i sums = _mm512_i32gather_epi32(idx, S + b, 4);
+        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(sidx, base + (size_t)b * bb, 1)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, _mm512_set1_ps(f16t(y[b].d))), acc);
     }
     _Alignas(64) float res[GROUP];
     _mm512_store_ps(res, acc);
     for (int r = 0; r < nr; r++) out[r] = res[r];
-}
-#undef LOAD_A
-
-/* Q4_0 mat-vec of 16 full rows without tiles (a tile product per block is
- * latency-bound for a single token). Four rows per 512-bit register, one
- * 128-bit lane each: the low nibbles (weights 0..15) against activations
- * 0..15 and the high nibbles against 16..31, both into the same 4-dword
- * partial sums; then the 16 rows' sums are reduced together and q*y - 8*y
- * formed exactly, as the tile path does, so the results equal it. */
-static void rows_matvec16_q4_0(const struct tensor_matrix *w, int64_t r0, const block_q8_0 *y, float *out) {
-    int64_t nb = w->cols / QK;
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi8(1);
-    /* lane L of v[i] is row 4i + L; after the reduction, dword 4L + i */
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes + 2;
-    const size_t rb = w->row_bytes;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        if ((b % 2) == 0)
-            for (int r = 0; r < GROUP; r++)
-                _mm_prefetch((const char *)base + (size_t)r * rb + (size_t)(b + PREFETCH_BLOCKS) * sizeof(block_q4_0),
-                             _MM_HINT_T0);
-        __m128i ylo = _mm_loadu_si128((const __m128i *)y[b].qs), yhi = _mm_loadu_si128((const __m128i *)(y[b].qs + 16));
-        __m512i yl = _mm512_broadcast_i32x4(ylo), yh = _mm512_broadcast_i32x4(yhi);
-        __m512i v[4];
-        const uint8_t *blk = base + (size_t)b * sizeof(block_q4_0);
-        for (int i = 0; i < 4; i++) {
-            const uint8_t *p = blk + (size_t)(4 * i) * rb;
-            __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
-            q = _mm512_mask_broadcast_i32x4(q, 0x00F0, _mm_loadu_si128((const __m128i *)(p + rb)));
-            q = _mm512_mask_broadcast_i32x4(q, 0x0F00, _mm_loadu_si128((const __m128i *)(p + 2 * rb)));
-            q = _mm512_mask_broadcast_i32x4(q, 0xF000, _mm_loadu_si128((const __m128i *)(p + 3 * rb)));
-            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m), yl);
-            v[i] = _mm512_dpbusd_epi32(s, _mm512_and_si512(_mm512_srli_epi16(q, 4), m), yh);
-        }
-        __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[0], v[1]), _mm512_unpackhi_epi32(v[0], v[1]));
-        __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2], v[3]), _mm512_unpackhi_epi32(v[2], v[3]));
-        __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-        __m256i sy = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sy), _mm256_extracti128_si256(sy, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-        __m512i sums = _mm512_sub_epi32(_mm512_permutexvar_epi32(order, u),
-                                        _mm512_slli_epi32(_mm512_broadcastd_epi32(s4), 3));
-        __m512 dw = row_scales(w, r0, b, sizeof(block_q4_0));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(dw, _mm512_set1_ps(f16t(y[b].d))), acc);
-    }
-    _mm512_storeu_ps(out, acc);
 }
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed activation rows. */
@@ -370,16 +309,19 @@ static void rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, in
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        if (w->type == TENSOR_TYPE_Q4_0 && nr == GROUP) {
-            rows_matvec16_q4_0(w, r0, xq, out);
-            for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
-            return; /* no tiles touched */
-        }
-        rows_matvec(w->type, w, r0, nr, xq, out);
+        /* the offset times the sum of each activation block: q*y - 8*y
+             * (Q4_0), (x + 128)*y - 128*y (Q8_0) */
+            const block_q8_0 *yb = xq;
+            int64_t nb = w->cols / QK;
+            int32_t *yoff = ysum_get((size_t)nb), k = w->type == TENSOR_TYPE_Q8_0 ? 128 : 8;
+            for (int64_t b = 0; b < nb; b++)
+                yoff[b] = k * hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                                             _mm256_loadu_si256((const __m256i *)yb[b].qs)));
+        rows_matvec_q8_family(w, r0, nr, xq, yoff, out);
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
-    } else {
-        rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
+        return; /* no tiles touched */
     }
+    rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
     _tile_release();
 }
 
@@ -456,45 +398,25 @@ static size_t packed_size_q8_K(int64_t cols, int64_t n_tok) {
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * K_TILE_BYTES;
 }
 
-/* Sixteen rows' 8-lane partial sums (v[r] for row r) -> the 16 totals in
- * row order. Integer adds: exact in any order. */
-static inline __m512i reduce_rows16(const __m256i v[GROUP]) {
-    __m512i z[8], t[4], u[2], w[2];
-    for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * p]), v[2 * p + 1], 1);
-    for (int i = 0; i < 4; i++)
-        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]), _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]));
-    for (int i = 0; i < 2; i++) {
-        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
-                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
-        w[i] = _mm512_add_epi32(u[i], _mm512_shuffle_i32x4(u[i], u[i], _MM_SHUFFLE(2, 3, 0, 1)));
-    }
-    /* w[0]: lane 0 = rows 0,2,4,6, lane 2 = rows 1,3,5,7; w[1] likewise 8..15 */
-    const __m512i idx = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 16, 24, 17, 25, 18, 26, 19, 27);
-    return _mm512_permutex2var_epi32(w[0], idx, w[1]);
-}
-
 static inline __m512 neg_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))); }
 
 /* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
- * Q8_K row. */
+ * Q8_K row, in two passes like Q4_0's: each row streamed alone for its exact
+ * S_b and M_b (the AVX-512 kernel's scaled dot products, summed across
+ * lanes), then the sixteen chains side by side. */
 static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y, float *out) {
     int64_t nb = w->cols / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i v[GROUP];
-        _Alignas(64) int32_t mv[GROUP];
-        _Alignas(64) float dv[GROUP], dmv[GROUP];
-        __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
-                                    _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
-        for (int r = 0; r < GROUP; r++) {
-            const block_q4_K *x =
-                (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes) + b;
-            _mm_prefetch((const char *)x + 4096, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + 4096 + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)x + 4096 + 128, _MM_HINT_T0);
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t)), *M = S + GROUP * nb;
+    if (!S) abort();
+    for (int r = 0; r < GROUP; r++) {
+        const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            _mm_prefetch((const char *)(x + b) + 4096, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + b) + 4096 + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)(x + b) + 4096 + 128, _MM_HINT_T0);
             uint32_t wd[3], s_lo, s_hi, m_lo, m_hi;
-            memcpy(wd, x->scales, 12);
+            memcpy(wd, x[b].scales, 12);
             s_lo = wd[0] & 0x3f3f3f3fu;
             s_hi = (wd[2] & 0x0f0f0f0fu) | ((wd[0] >> 2) & 0x30303030u);
             m_lo = wd[1] & 0x3f3f3f3fu;
@@ -502,26 +424,38 @@ static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             uint8_t sc[8];
             memcpy(sc, &s_lo, 4);
             memcpy(sc + 4, &s_hi, 4);
+            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
+                                        _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
             __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo)), bs);
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
-            mv[r] = _mm_cvtsi128_si32(p);
+            M[(size_t)r * nb + b] = _mm_cvtsi128_si32(p);
             __m256i sumi = _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+                __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
                 __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j))),
                                            _mm256_set1_epi16(sc[2 * j]));
                 sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j + 32))),
                                            _mm256_set1_epi16(sc[2 * j + 1]));
             }
-            v[r] = sumi;
-            dv[r] = f16t(x->d);
-            dmv[r] = f16t(x->dmin);
+            S[(size_t)r * nb + b] = hsum_epi32(sumi);
         }
+    }
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)nb));
+    const __m512i didx = _mm512_mullo_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32(nr - 1)), _mm512_set1_epi32((int)w->row_bytes));
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        /* d (low half) and dmin (high half) of each row's block */
+        __m512i dd = _mm512_i32gather_epi32(didx, base + (size_t)b * sizeof(block_q4_K), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
         __m512 dy = _mm512_set1_ps(y[b].d);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(reduce_rows16(v)), _mm512_mul_ps(_mm512_load_ps(dv), dy), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(mv)), neg_ps(_mm512_mul_ps(_mm512_load_ps(dmv), dy)), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_i32gather_epi32(idx, S + b, 4)), _mm512_mul_ps(d, dy), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_i32gather_epi32(idx, M + b, 4)), neg_ps(_mm512_mul_ps(dmin, dy)),
+                              acc);
     }
     _Alignas(64) float res[GROUP];
     _mm512_store_ps(res, acc);
