@@ -40,6 +40,7 @@ struct matmul_job {
     size_t xq_row;
     uint8_t *packed; /* xq packed for rows_product (n_tok > 1), after xq in the scratch */
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
+    atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
 };
@@ -121,8 +122,9 @@ static void matmul_worker(void *arg, int ith, int nth) {
         int64_t rows = job->w[mi]->rows;
         if (job->whole[mi]) {
             int64_t r0 = local * job->k->rows_group, r1 = r0 + job->k->rows_group < rows ? r0 + job->k->rows_group : rows;
-            job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r1, job->xq, job->xq_row, job->packed, job->n_tok,
-                                                   job->y[mi], job->y_stride[mi]);
+            if (!job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r1, job->xq, job->xq_row, job->packed,
+                                                        job->n_tok, job->y[mi], job->y_stride[mi]))
+                atomic_store_explicit(&job->failed, true, memory_order_relaxed);
             continue;
         }
         int64_t n_row_chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
@@ -206,7 +208,7 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         return KVIK_ERR_UNSUPPORTED;
     }
     pool_run(pool, matmul_worker, &job);
-    return KVIK_OK;
+    return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
 }
 
 kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,

@@ -122,8 +122,9 @@ struct tensor_kernels {
      * rows_group of them, against all n_tok activation rows: the quantized
      * rows xq (mat-vec, n_tok == 1) or their packed form (n_tok > 1, made
      * tile by tile of rows_group tokens by pack[activation type]). Every
-     * element equals this table's vec_dot bit for bit. */
-    void (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+     * element equals this table's vec_dot bit for bit. False if its
+     * per-thread buffers could not be allocated. */
+    bool (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
                                             size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys);
     void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok,
                                     void *packed);

@@ -161,7 +161,6 @@ static int32_t *ysum_get(size_t n) {
         free(t_ysum);
         t_ysum = malloc(n * sizeof(int32_t));
         t_ysum_cap = t_ysum ? n : 0;
-        if (!t_ysum) abort();
     }
     return t_ysum;
 }
@@ -218,14 +217,14 @@ static inline __m256i q4_nibbles(const uint8_t *qs) {
  * taken once per call). Then the sixteen rows' chains run side by side:
  * acc = fma((float)S_b, d_w * d_y, acc) per block, as the tile path does, so
  * the results equal it. Missing rows of a last group repeat the last row. */
-static void rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
+static bool rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
                                   const int32_t *yoff, float *out) {
     int64_t nb = w->cols / QK;
     const bool q8 = w->type == TENSOR_TYPE_Q8_0;
     const size_t bb = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)(nb + 8) * sizeof(int32_t));
-    if (!S) abort();
+    if (!S) return false;
     for (int r = 0; r < GROUP; r++) {
         const uint8_t *x = (const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes;
         int32_t *Sr = S + (size_t)r * (size_t)nb;
@@ -264,14 +263,15 @@ static void rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int
     _Alignas(64) float res[GROUP];
     _mm512_store_ps(res, acc);
     for (int r = 0; r < nr; r++) out[r] = res[r];
+    return true;
 }
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed activation rows. */
-static void rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
+static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
                         int64_t n_tok, float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
     uint8_t *panel = panel_get((size_t)nb * (GROUP * 32 + GROUP * sizeof(float)));
-    if (!panel) abort(); /* a few hundred KiB per thread; see tensor_matmul_scratch_size */
+    if (!panel) return false;
     int8_t *a = (int8_t *)panel;
     float *d = (float *)(panel + (size_t)nb * GROUP * 32);
     for (int64_t b = 0; b < nb; b++) unpack_block(type, w, r0, nr, b, a + (size_t)b * GROUP * 32, d + b * GROUP);
@@ -302,9 +302,10 @@ static void rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
             for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
         }
     }
+    return true;
 }
 
-static void rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+static bool rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
@@ -314,15 +315,17 @@ static void rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, in
             const block_q8_0 *yb = xq;
             int64_t nb = w->cols / QK;
             int32_t *yoff = ysum_get((size_t)nb), k = w->type == TENSOR_TYPE_Q8_0 ? 128 : 8;
+            if (!yoff) return false;
             for (int64_t b = 0; b < nb; b++)
                 yoff[b] = k * hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
                                                              _mm256_loadu_si256((const __m256i *)yb[b].qs)));
-        rows_matvec_q8_family(w, r0, nr, xq, yoff, out);
+        if (!rows_matvec_q8_family(w, r0, nr, xq, yoff, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
-        return; /* no tiles touched */
+        return true; /* no tiles touched */
     }
-    rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
+    bool ok = rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
     _tile_release();
+    return ok;
 }
 
 /* ---- Q4_K ------------------------------------------------------------ *
@@ -404,11 +407,19 @@ static inline __m512 neg_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_xor_si
  * Q8_K row, in two passes like Q4_0's: each row streamed alone for its exact
  * S_b and M_b (the AVX-512 kernel's scaled dot products, summed across
  * lanes), then the sixteen chains side by side. */
-static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y, float *out) {
+static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y, float *out) {
     int64_t nb = w->cols / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t)), *M = S + GROUP * nb;
-    if (!S) abort();
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t) + (size_t)nb * 16);
+    if (!S) return false;
+    int32_t *M = S + GROUP * nb;
+    /* the activations' sub-block sums (pairs of bsums), once for all rows */
+    __m128i *bsp = (__m128i *)(M + GROUP * nb);
+    for (int64_t b = 0; b < nb; b++)
+        _mm_storeu_si128(&bsp[b], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
+                                                 _mm_loadu_si128((const __m128i *)(y[b].bsums + 8))));
+    __m256i pick[K_SUB];
+    for (int j = 0; j < K_SUB; j++) pick[j] = _mm256_set1_epi16((short)((2 * j + 1) << 8 | 2 * j));
     for (int r = 0; r < GROUP; r++) {
         const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes);
         for (int64_t b = 0; b < nb; b++) {
@@ -421,23 +432,20 @@ static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             s_hi = (wd[2] & 0x0f0f0f0fu) | ((wd[0] >> 2) & 0x30303030u);
             m_lo = wd[1] & 0x3f3f3f3fu;
             m_hi = ((wd[2] >> 4) & 0x0f0f0f0fu) | ((wd[1] >> 2) & 0x30303030u);
-            uint8_t sc[8];
-            memcpy(sc, &s_lo, 4);
-            memcpy(sc + 4, &s_hi, 4);
-            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
-                                        _mm_loadu_si128((const __m128i *)(y[b].bsums + 8)));
-            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo)), bs);
+            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo)), bsp[b]);
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
             M[(size_t)r * nb + b] = _mm_cvtsi128_si32(p);
+            /* the eight scales as 16-bit lanes, each broadcast by one shuffle */
+            __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)s_hi, (int)s_lo)));
             __m256i sumi = _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
                 __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j))),
-                                           _mm256_set1_epi16(sc[2 * j]));
+                                           _mm256_shuffle_epi8(s16, pick[2 * j]));
                 sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j + 32))),
-                                           _mm256_set1_epi16(sc[2 * j + 1]));
+                                           _mm256_shuffle_epi8(s16, pick[2 * j + 1]));
             }
             S[(size_t)r * nb + b] = hsum_epi32(sumi);
         }
@@ -460,18 +468,19 @@ static void rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
     _Alignas(64) float res[GROUP];
     _mm512_store_ps(res, acc);
     for (int r = 0; r < nr; r++) out[r] = res[r];
+    return true;
 }
 
 #define TILE_DPBUSD(c, a, b) _tile_dpbusd(c, a, b)
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_K rows on tiles. */
-static void rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+static bool rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                              float *y, int64_t ys) {
     int64_t nb = w->cols / QK_K;
     /* per super-block: 8 x 16 x 32 weight bytes, 8 x 16 scales, 8 x 16 mins, 16 d, 16 dmin */
     const size_t per_b = K_SUB * GROUP * 32 + 2 * K_SUB * GROUP * 4 + 2 * GROUP * 4;
     uint8_t *panel = panel_get((size_t)nb * per_b);
-    if (!panel) abort();
+    if (!panel) return false;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *pb = panel + (size_t)b * per_b;
         int32_t *sc = (int32_t *)(pb + K_SUB * GROUP * 32), *mn = sc + K_SUB * GROUP;
@@ -550,19 +559,21 @@ static void rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
         }
     }
+    return true;
 }
 
-static void rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        rows_matvec_q4_K(w, r0, nr, xq, out);
+        if (!rows_matvec_q4_K(w, r0, nr, xq, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
-        return;
+        return true;
     }
-    rows_matmat_q4_K(w, r0, nr, packed, n_tok, y, ys);
+    bool ok = rows_matmat_q4_K(w, r0, nr, packed, n_tok, y, ys);
     _tile_release();
+    return ok;
 }
 
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
