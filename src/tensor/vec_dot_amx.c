@@ -25,6 +25,7 @@
 #ifndef KVIK_NO_SIMD
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "base/base.h"
@@ -139,12 +140,35 @@ static size_t packed_size_q8_0(int64_t cols, int64_t n_tok) {
 
 /* ---- weights: A tiles ------------------------------------------------ */
 
-/* Per-thread panel of unpacked weights: [nb][16][32] bytes + [nb][16] scales. */
+/* Per-thread buffers: the panel of unpacked weights (or a mat-vec's block
+ * sums) and the activation offsets. Freed when the thread exits, through a
+ * pthread key whose destructor runs in the exiting thread. */
 static _Thread_local uint8_t *t_panel;
 static _Thread_local size_t t_panel_cap;
+static _Thread_local int32_t *t_ysum;
+static _Thread_local size_t t_ysum_cap;
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *unused) {
+    (void)unused;
+    mem_free(t_panel);
+    free(t_ysum);
+    t_panel = NULL;
+    t_ysum = NULL;
+    t_panel_cap = t_ysum_cap = 0;
+}
+
+static void scratch_key_init(void) { pthread_key_create(&g_scratch_key, scratch_free); }
+
+static void scratch_register(void) {
+    pthread_once(&g_scratch_once, scratch_key_init);
+    pthread_setspecific(g_scratch_key, (void *)1);
+}
 
 static uint8_t *panel_get(size_t bytes) {
     if (bytes > t_panel_cap) {
+        scratch_register();
         mem_free(t_panel);
         t_panel = mem_alloc_aligned(bytes);
         t_panel_cap = t_panel ? bytes : 0;
@@ -152,12 +176,9 @@ static uint8_t *panel_get(size_t bytes) {
     return t_panel;
 }
 
-/* Per-thread room for 8 * (sum of each activation block) of one row. */
-static _Thread_local int32_t *t_ysum;
-static _Thread_local size_t t_ysum_cap;
-
 static int32_t *ysum_get(size_t n) {
     if (n > t_ysum_cap) {
+        scratch_register();
         free(t_ysum);
         t_ysum = malloc(n * sizeof(int32_t));
         t_ysum_cap = t_ysum ? n : 0;
