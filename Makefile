@@ -99,7 +99,7 @@ $(TESTS): $(TEST_OBJ) $(STATIC_LIB)
 # The shared fixtures live beside the repository (../shared); tests that
 # need them skip with a message when they are absent.
 test: $(TESTS) $(KVIK)
-	KVIK_BIN=$(abspath $(KVIK)) KVIK_TEST_DATA=$(abspath tests/data) \
+	KVIK_NO_RECORD=1 KVIK_BIN=$(abspath $(KVIK)) KVIK_TEST_DATA=$(abspath tests/data) \
 	KVIK_FIXTURES=$(abspath ../shared/fixtures) $(TESTS) $(TEST_ARGS)
 
 asan:

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "tools/bench.h"
 
 /* Runs `kvik ARGS`, capturing stdout and stderr; returns the exit status
  * (or -1 if it died of a signal). */
@@ -125,4 +126,34 @@ TEST(cli_bench_offline_json) {
     snprintf(args, sizeof args, "bench offline -m '%s' -p 0 -n 2 -r 1 -t 1 --json", model);
     REQUIRE(run_kvik(args, out, sizeof out, err, sizeof err) == 0);
     CHECK(json_num(out, "pp_tok_s") == 0 && json_num(out, "tg_tok_s") > 0);
+}
+
+/* The recorded read bandwidth that `kvik run` compares decode speed with. */
+TEST(cli_bandwidth_record_and_recall) {
+    char dir[] = "/tmp/kvik-bw-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char sub[64], file[96];
+    snprintf(sub, sizeof sub, "%s/cache", dir); /* created on the first record */
+    snprintf(file, sizeof file, "%s/bandwidth", sub);
+    const char *old = getenv("KVIK_CACHE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("KVIK_CACHE", sub, 1);
+    int64_t when = -1;
+    CHECK(bench_bandwidth_recall(2, &when) == 0 && when == 0); /* nothing yet */
+    bench_bandwidth_record(21.25, 2);
+    CHECK(fabs(bench_bandwidth_recall(2, &when) - 21.25) < 1e-9);
+    CHECK(when > 1700000000);
+    CHECK(bench_bandwidth_recall(1, NULL) == 0); /* measured with another thread count */
+    bench_bandwidth_record(-3, 2);               /* nonsense is not recorded */
+    CHECK(fabs(bench_bandwidth_recall(2, NULL) - 21.25) < 1e-9);
+    FILE *f = fopen(file, "w");
+    REQUIRE(f != NULL);
+    fputs("garbage\n", f);
+    fclose(f);
+    CHECK(bench_bandwidth_recall(2, NULL) == 0);
+    remove(file);
+    rmdir(sub);
+    rmdir(dir);
+    if (saved) setenv("KVIK_CACHE", saved, 1), free(saved);
+    else unsetenv("KVIK_CACHE");
 }

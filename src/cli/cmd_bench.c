@@ -63,7 +63,7 @@ int cmd_bench(int argc, char **argv) {
     struct bench_params p;
     bench_default_params(&p);
     p.threads = cpu_count();
-    bool json = false;
+    bool json = false, quick = false;
     int types[N_TYPES], n_types = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -74,6 +74,7 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--quick")) {
+            quick = true;
             p.bandwidth_bytes = (size_t)64 << 20;
             p.matvec_bytes = (size_t)16 << 20;
             p.matmul_rows = 64;
@@ -124,6 +125,7 @@ int cmd_bench(int argc, char **argv) {
     struct bench_reader reader = {0};
     if (bench_reader_init(&reader, p.bandwidth_bytes, pool, &err)) goto fail;
     double bw = bench_read_bandwidth(&reader, pool, &p);
+    if (!quick && !getenv("KVIK_NO_RECORD")) bench_bandwidth_record(bw, p.threads); /* for kvik run's statistics */
     const char *basis = "";
     double peak = bench_int8_peak_gops(p.kernels, p.threads, &basis);
 

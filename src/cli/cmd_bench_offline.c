@@ -187,6 +187,7 @@ int cmd_bench_offline(int argc, char **argv) {
     }
     struct stats pp = stats_of(pp_rate, (int)reps), tg = stats_of(tg_rate, (int)reps);
     struct stats pct = stats_of(tg_pct, (int)reps), bws = stats_of(bw, (int)reps);
+    if (n_gen && !getenv("KVIK_NO_RECORD")) bench_bandwidth_record(bws.median, (int)threads);
     const struct tensor_kernels *k = tensor_kernels_best();
     const char *basis = "";
     double peak = bench_int8_peak_gops(k, (int)threads, &basis);

@@ -10,9 +10,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/gen.h"
+#include "tools/bench.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -154,6 +156,16 @@ int cmd_run(int argc, char **argv) {
     /* tokens after the first are the ones decode produced */
     double tg = n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0;
     double gbs = tg * (double)model_decode_bytes(g.model) / 1e9;
+    /* the machine's read bandwidth as `kvik bench kernels` last measured it */
+    int64_t bw_when = 0;
+    double bw = bench_bandwidth_recall((int)o.g.threads, &bw_when);
+    char bw_text[160];
+    if (bw > 0)
+        snprintf(bw_text, sizeof bw_text, " = %.0f%% of the %.1f GB/s read bandwidth measured %.1f days ago", 100 * gbs / bw,
+                 bw, (double)(time(NULL) - bw_when) / 86400.0);
+    else
+        snprintf(bw_text, sizeof bw_text, " (kvik bench kernels -t %ld measures the read bandwidth to compare with)",
+                 o.g.threads);
     if (o.json) {
         printf("{\"model\":");
         cli_json_str(stdout, path, strlen(path));
@@ -165,18 +177,19 @@ int cmd_run(int argc, char **argv) {
         cli_json_ids(stdout, ids + n_prompt, n_gen);
         printf(",\"timings\":{\"load_s\":%.4f,\"prompt_tokens\":%lld,\"prefill_s\":%.4f,\"prefill_tok_s\":%.2f,"
                "\"ttft_s\":%.4f,\"generated_tokens\":%lld,\"decode_s\":%.4f,\"decode_tok_s\":%.2f,"
-               "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"peak_rss_bytes\":%llu}}\n",
+               "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"pct_read_bandwidth\":%.1f,"
+               "\"peak_rss_bytes\":%llu}}\n",
                (double)t_load * 1e-9, (long long)n_prompt, prefill_s, (double)n_prompt / prefill_s,
-               (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs,
-               (unsigned long long)mem_peak_rss());
+               (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs, bw,
+               bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss());
     } else {
         printf("\n");
         fprintf(stderr,
                 "\nkvik: prompt %lld tokens, prefill %.1f tok/s, time to first token %.1f ms\n"
-                "kvik: generated %lld tokens, decode %.2f tok/s (%.2f ms/token), weights read %.2f GB/s, "
-                "peak RSS %.1f MiB, %ld threads, %s\n",
+                "kvik: generated %lld tokens, decode %.2f tok/s (%.2f ms/token), weights read %.2f GB/s%s\n"
+                "kvik: peak RSS %.1f MiB, %ld threads, %s\n",
                 (long long)n_prompt, (double)n_prompt / prefill_s, (double)t_first * 1e-6, (long long)n_gen, tg,
-                tg > 0 ? 1e3 / tg : 0, gbs, (double)mem_peak_rss() / (1 << 20), o.g.threads, kvik_cpu_isa());
+                tg > 0 ? 1e3 / tg : 0, gbs, bw_text, (double)mem_peak_rss() / (1 << 20), o.g.threads, kvik_cpu_isa());
     }
     rc = 0;
     goto done;

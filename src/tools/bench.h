@@ -73,4 +73,15 @@ kvik_status bench_matmul(struct pool *pool, const struct bench_params *p, int ty
  * `basis` describes the assumption in words. */
 double bench_int8_peak_gops(const struct tensor_kernels *k, int threads, const char **basis);
 
+/*
+ * The machine's read bandwidth as last measured, kept so that `kvik run`
+ * can state decode speed as a fraction of it without a second of
+ * measuring: $KVIK_CACHE (default ~/.cache/kvik)/bandwidth holds one line
+ * "GB/S THREADS UNIX-TIME". bench_bandwidth_record writes it (the kernel
+ * and offline benchmarks call it); bench_bandwidth_recall reads the value
+ * recorded for `threads` threads, 0 if none.
+ */
+void bench_bandwidth_record(double gbs, int threads);
+double bench_bandwidth_recall(int threads, int64_t *when);
+
 #endif /* KVIK_TOOLS_BENCH_H */
