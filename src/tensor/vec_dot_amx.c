@@ -89,22 +89,28 @@ static int32_t block_sum_q8_0(const block_q8_0 *x, const block_q8_0 *y) {
     return s;
 }
 
-static void vec_dot_q4_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q4_0 *x = vx;
-    const block_q8_0 *y = vy;
+/* The chain over blocks with a given exact block sum. */
+static inline float chain_q8_family(int64_t n, const void *vx, size_t bb, const block_q8_0 *y,
+                                    int32_t (*block_sum)(const void *x, const block_q8_0 *y)) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / QK; b++)
-        acc = fmaf((float)block_sum_q4_0(&x[b], &y[b]), f16t(x[b].d) * f16t(y[b].d), acc);
-    *s = acc;
+    for (int64_t b = 0; b < n / QK; b++) {
+        const uint8_t *x = (const uint8_t *)vx + (size_t)b * bb;
+        uint16_t d;
+        memcpy(&d, x, 2); /* both block types start with their f16 scale */
+        acc = fmaf((float)block_sum(x, &y[b]), f16t(d) * f16t(y[b].d), acc);
+    }
+    return acc;
+}
+
+static int32_t sum_q4_0(const void *x, const block_q8_0 *y) { return block_sum_q4_0(x, y); }
+static int32_t sum_q8_0(const void *x, const block_q8_0 *y) { return block_sum_q8_0(x, y); }
+
+static void vec_dot_q4_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    *s = chain_q8_family(n, vx, sizeof(block_q4_0), vy, sum_q4_0);
 }
 
 static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q8_0 *x = vx;
-    const block_q8_0 *y = vy;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < n / QK; b++)
-        acc = fmaf((float)block_sum_q8_0(&x[b], &y[b]), f16t(x[b].d) * f16t(y[b].d), acc);
-    *s = acc;
+    *s = chain_q8_family(n, vx, sizeof(block_q8_0), vy, sum_q8_0);
 }
 
 /* ---- activations: VNNI layout for B ----------------------------------- */
