@@ -141,6 +141,15 @@ TEST(kv_flat_rejects_bad_sizes_and_positions) {
     CHECK(kv.base.row(&kv.base, 0, 2, 0, false) == NULL);
     CHECK(kv.base.row(&kv.base, 0, 0, 4, false) == NULL);
     CHECK(kv.base.row(&kv.base, 0, 0, -1, true) == NULL);
+    /* runs of rows: the whole rest of the sequence, clipped to what is asked
+     * and to the cache; none outside it */
+    const float *k, *v;
+    CHECK_EQ_INT(kv.base.span(&kv.base, 1, 0, 1, 10, &k, &v), 3);
+    CHECK(k == kv.base.row(&kv.base, 1, 0, 1, false) && v == kv.base.row(&kv.base, 1, 0, 1, true));
+    CHECK_EQ_INT(kv.base.span(&kv.base, 1, 0, 1, 2, &k, &v), 2);
+    CHECK_EQ_INT(kv.base.span(&kv.base, 0, 0, 4, 1, &k, &v), 0);
+    CHECK_EQ_INT(kv.base.span(&kv.base, 0, 2, 0, 1, &k, &v), 0);
+    CHECK_EQ_INT(kv.base.span(&kv.base, 0, 0, 0, 0, &k, &v), 0);
     kv_flat_free(&kv);
 }
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "tensor/quant_ref.h"
+#include "tensor/quants.h"
 #include "tensor/tensor.h"
 #include "test.h"
 
@@ -711,4 +712,27 @@ TEST(types_quantizer_bytes_match_llama_cpp) {
         free(q);
     }
     free(x);
+}
+
+/* The whole-word K-quant scale unpacking the SIMD kernels use agrees with
+ * the byte-by-byte k_scale_min on random scale arrays. */
+TEST(types_k_scales_words_match_k_scale_min) {
+    uint64_t rng = 7;
+    for (int iter = 0; iter < 2000; iter++) {
+        uint8_t q[12];
+        for (int i = 0; i < 12; i++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            q[i] = (uint8_t)(rng >> 56);
+        }
+        uint32_t w[4];
+        k_scales_mins_words(q, w);
+        uint8_t bytes[16];
+        memcpy(bytes, w, 16);
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            k_scale_min(j, q, &sc, &m);
+            CHECK_EQ_INT(bytes[j], sc);
+            CHECK_EQ_INT(bytes[8 + j], m);
+        }
+    }
 }

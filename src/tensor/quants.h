@@ -28,6 +28,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QK 32
 #define QK_K 256
@@ -129,6 +130,18 @@ static inline void k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
         *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* All eight pairs at once, with whole-word bit operations: out[0] holds
+ * scales 0..3 and out[1] scales 4..7, out[2] mins 0..3 and out[3] mins
+ * 4..7, one byte each (little-endian), as k_scale_min gives them. */
+static inline void k_scales_mins_words(const uint8_t *q, uint32_t out[4]) {
+    uint32_t w[3];
+    memcpy(w, q, 12);
+    out[0] = w[0] & 0x3f3f3f3fu;
+    out[1] = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    out[2] = w[1] & 0x3f3f3f3fu;
+    out[3] = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
 }
 
 #endif /* KVIK_TENSOR_QUANTS_H */

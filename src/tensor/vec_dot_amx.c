@@ -453,18 +453,14 @@ static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             _mm_prefetch((const char *)(x + b) + 4096, _MM_HINT_T0);
             _mm_prefetch((const char *)(x + b) + 4096 + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)(x + b) + 4096 + 128, _MM_HINT_T0);
-            uint32_t wd[3], s_lo, s_hi, m_lo, m_hi;
-            memcpy(wd, x[b].scales, 12);
-            s_lo = wd[0] & 0x3f3f3f3fu;
-            s_hi = (wd[2] & 0x0f0f0f0fu) | ((wd[0] >> 2) & 0x30303030u);
-            m_lo = wd[1] & 0x3f3f3f3fu;
-            m_hi = ((wd[2] >> 4) & 0x0f0f0f0fu) | ((wd[1] >> 2) & 0x30303030u);
-            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo)), bsp[b]);
+            uint32_t wd[4];
+            k_scales_mins_words(x[b].scales, wd);
+            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[3], (int)wd[2])), bsp[b]);
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
             M[(size_t)r * nb + b] = _mm_cvtsi128_si32(p);
             /* the eight scales as 16-bit lanes, each broadcast by one shuffle */
-            __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)s_hi, (int)s_lo)));
+            __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[1], (int)wd[0])));
             __m256i sumi = _mm256_setzero_si256();
             for (int j = 0; j < 4; j++) {
                 __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));

@@ -294,7 +294,7 @@ TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, fl
     static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
         call(1, 1, PF_STREAM, n, s, 1, vx, 0, vy, 0);                                                    \
     }                                                                                                    \
-    __attribute__((unused)) static void vec_dot_##name##_x2(int64_t n, float *restrict s, const void *restrict vx, size_t xs,   \
+    static void vec_dot_##name##_x2(int64_t n, float *restrict s, const void *restrict vx, size_t xs,   \
                                     const void *restrict vy) {                                           \
         call(2, 1, PF_NEXT_ROWS, n, s, 1, vx, xs, vy, 0);                                                \
     }                                                                                                    \
@@ -406,15 +406,10 @@ static void vec_dot_q3_K(int64_t n, float *restrict s, const void *restrict vx, 
  * sum_j min_j * (bsums[2j] + bsums[2j+1]), with whole-word bit operations
  * (see k_scale_min in quants.h for the layout). */
 static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
-    uint32_t w[3], s_lo, s_hi, m_lo, m_hi;
-    memcpy(w, scales, 12);
-    s_lo = w[0] & 0x3f3f3f3fu;
-    s_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-    m_lo = w[1] & 0x3f3f3f3fu;
-    m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-    memcpy(sc, &s_lo, 4);
-    memcpy(sc + 4, &s_hi, 4);
-    __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+    uint32_t w[4];
+    k_scales_mins_words(scales, w);
+    memcpy(sc, w, 8);
+    __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)w[3], (int)w[2]));
     __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
                                 _mm_loadu_si128((const __m128i *)(bsums + 8)));
     __m128i p = _mm_madd_epi16(mins, bs);
@@ -461,15 +456,10 @@ TILE_INLINE void tile_q4_K(const int R, const int C, const int pf, int64_t n, fl
         for (int r = 0; r < R; r++) {
             xb[r] = (const block_q4_K *)((const uint8_t *)vx + (size_t)r * xs) + b;
             tile_prefetch(xb[r], sizeof *xb[r], 2 * xs, pf);
-            uint32_t w[3], lo, hi, m_lo, m_hi;
-            memcpy(w, xb[r]->scales, 12);
-            lo = w[0] & 0x3f3f3f3fu;
-            hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-            m_lo = w[1] & 0x3f3f3f3fu;
-            m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-            memcpy(sc[r], &lo, 4);
-            memcpy(sc[r] + 4, &hi, 4);
-            __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+            uint32_t w[4];
+            k_scales_mins_words(xb[r]->scales, w);
+            memcpy(sc[r], w, 8);
+            __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)w[3], (int)w[2]));
             int32_t msum[TILE_MAX] = {0, 0, 0, 0};
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++) {
