@@ -38,7 +38,7 @@ struct matmul_job {
     enum tensor_type vt;
     uint8_t *xq; /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
-    uint8_t *packed; /* xq packed for rows_product (n_tok > 1), after xq in the scratch */
+    uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
@@ -153,7 +153,9 @@ static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 /* Room for the packed activations of any table's rows_product (16-token
  * tiles, see vec_dot_amx.c). */
 static size_t packed_room(int vt, int64_t cols, int64_t n_tok) {
-    if (n_tok <= 1) return 0;
+    if (n_tok < 1) return 0;
+    if (n_tok == 1) /* mat-vec: a sum per block (Q8_0) or 8 x int16 per super-block (Q8_K) */
+        return vt == TENSOR_TYPE_Q8_0 ? (size_t)(cols / 32) * 4 : vt == TENSOR_TYPE_Q8_K ? (size_t)(cols / 256) * 16 : 0;
     size_t tiles = (size_t)((n_tok + 15) / 16);
     if (vt == TENSOR_TYPE_Q8_0) return tiles * (size_t)(cols / 32) * (512 + 64);
     /* Q8_K: per super-block 8 x 512 quant bytes, 16 scales, 8 x 16 sums */
@@ -198,11 +200,12 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.xq_row = tensor_row_size(job.vt, job.cols);
         if (n_tok == 1) quantize_rows(&job);
         else pool_run(pool, quantize_worker, &job);
-        if (any_whole && n_tok > 1) {
+        if (any_whole) { /* once per call, for every row group */
             if (!k->pack[job.vt] || k->packed_size[job.vt](job.cols, n_tok) > packed_room(job.vt, job.cols, n_tok))
                 return KVIK_ERR_UNSUPPORTED;
             job.packed = job.xq + round_up(job.xq_row * (size_t)n_tok, 64);
-            pool_run(pool, pack_worker, &job);
+            if (n_tok == 1) k->pack[job.vt](job.xq, job.xq_row, job.cols, 0, 1, job.packed);
+            else pool_run(pool, pack_worker, &job);
         }
     } else if (any_whole) {
         return KVIK_ERR_UNSUPPORTED;

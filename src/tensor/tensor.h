@@ -120,8 +120,9 @@ struct tensor_kernels {
     attn_head_fn attn_head;                      /* attention of one query head (F32 K/V) */
     /* Optional whole products (AMX): weight rows [r0, r1), at most
      * rows_group of them, against all n_tok activation rows: the quantized
-     * rows xq (mat-vec, n_tok == 1) or their packed form (n_tok > 1, made
-     * tile by tile of rows_group tokens by pack[activation type]). Every
+     * rows xq and what pack[activation type] made of them once per call
+     * (n_tok > 1: tile by tile of rows_group tokens; n_tok == 1: the
+     * per-block sums every row group of a mat-vec needs). Every
      * element equals this table's vec_dot bit for bit. False if its
      * per-thread buffers could not be allocated. */
     bool (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,

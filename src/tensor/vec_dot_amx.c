@@ -117,9 +117,20 @@ static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict 
 
 /* Token tile `tile` (tokens 16 tile .. +16) of Q8_0 rows: for each block,
  * 8 rows of 64 bytes (row k holds bytes 4k..4k+3 of each token's block) and
- * 16 scales; tokens past n_tok are zeros. */
+ * 16 scales; tokens past n_tok are zeros. For a single token (mat-vec), the
+ * sum of each block's quants instead, which every row group needs. */
+static inline int32_t hsum_epi32(__m256i v);
+
 static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
     int64_t nb = cols / QK;
+    if (n_tok == 1) { /* mat-vec: the sum of each activation block */
+        const block_q8_0 *y = vxq;
+        int32_t *sums = packed;
+        for (int64_t b = 0; b < nb; b++)
+            sums[b] = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
+                                                     _mm256_loadu_si256((const __m256i *)y[b].qs)));
+        return;
+    }
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * (512 + 64);
     for (int64_t b = 0; b < nb; b++) {
         uint32_t *rows = (uint32_t *)(dst + (size_t)b * (512 + 64));
@@ -141,28 +152,25 @@ static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
 }
 
 static size_t packed_size_q8_0(int64_t cols, int64_t n_tok) {
+    if (n_tok == 1) return (size_t)(cols / QK) * sizeof(int32_t);
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * (512 + 64);
 }
 
 /* ---- weights: A tiles ------------------------------------------------ */
 
-/* Per-thread buffers: the panel of unpacked weights (or a mat-vec's block
- * sums) and the activation offsets. Freed when the thread exits, through a
+/* Per-thread buffer: the panel of unpacked weights, or a mat-vec's block
+ * sums. Freed when the thread exits, through a
  * pthread key whose destructor runs in the exiting thread. */
 static _Thread_local uint8_t *t_panel;
 static _Thread_local size_t t_panel_cap;
-static _Thread_local int32_t *t_ysum;
-static _Thread_local size_t t_ysum_cap;
 static pthread_key_t g_scratch_key;
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_free(void *unused) {
     (void)unused;
     mem_free(t_panel);
-    free(t_ysum);
     t_panel = NULL;
-    t_ysum = NULL;
-    t_panel_cap = t_ysum_cap = 0;
+    t_panel_cap = 0;
 }
 
 static void scratch_key_init(void) { pthread_key_create(&g_scratch_key, scratch_free); }
@@ -182,15 +190,6 @@ static uint8_t *panel_get(size_t bytes) {
     return t_panel;
 }
 
-static int32_t *ysum_get(size_t n) {
-    if (n > t_ysum_cap) {
-        scratch_register();
-        free(t_ysum);
-        t_ysum = malloc(n * sizeof(int32_t));
-        t_ysum_cap = t_ysum ? n : 0;
-    }
-    return t_ysum;
-}
 
 /* Rows [r0, r0 + nr) of block b as 16 x 32 signed bytes (zero rows past nr)
  * and their 16 scales. */
@@ -245,11 +244,12 @@ static inline __m256i q4_nibbles(const uint8_t *qs) {
  * acc = fma((float)S_b, d_w * d_y, acc) per block, as the tile path does, so
  * the results equal it. Missing rows of a last group repeat the last row. */
 static bool rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
-                                  const int32_t *yoff, float *out) {
+                                  const int32_t *ysum, float *out) {
     int64_t nb = w->cols / QK;
     const bool q8 = w->type == TENSOR_TYPE_Q8_0;
     const size_t bb = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const int shift = q8 ? 7 : 3; /* the offset: 128 for Q8_0, 8 for Q4_0 */
     int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)(nb + 8) * sizeof(int32_t));
     if (!S) return false;
     for (int r = 0; r < GROUP; r++) {
@@ -265,13 +265,13 @@ static bool rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int
                 p[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b + i].qs));
             }
             _mm256_storeu_si256((__m256i *)(Sr + b),
-                                _mm256_sub_epi32(hsum8_epi32(p), _mm256_loadu_si256((const __m256i *)(yoff + b))));
+                                _mm256_sub_epi32(hsum8_epi32(p), _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(ysum + b)), shift)));
         }
         for (; b < nb; b++) {
             const uint8_t *blk = x + (size_t)b * bb;
             __m256i q = q8 ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip) : q4_nibbles(blk + 2);
             Sr[b] = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b].qs))) -
-                    yoff[b];
+                    (ysum[b] << shift);
         }
     }
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -337,16 +337,7 @@ static bool rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, in
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        /* the offset times the sum of each activation block: q*y - 8*y
-             * (Q4_0), (x + 128)*y - 128*y (Q8_0) */
-            const block_q8_0 *yb = xq;
-            int64_t nb = w->cols / QK;
-            int32_t *yoff = ysum_get((size_t)nb), k = w->type == TENSOR_TYPE_Q8_0 ? 128 : 8;
-            if (!yoff) return false;
-            for (int64_t b = 0; b < nb; b++)
-                yoff[b] = k * hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                                             _mm256_loadu_si256((const __m256i *)yb[b].qs)));
-        if (!rows_matvec_q8_family(w, r0, nr, xq, yoff, out)) return false;
+        if (!rows_matvec_q8_family(w, r0, nr, xq, packed, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
         return true; /* no tiles touched */
     }
@@ -401,9 +392,19 @@ static void vec_dot_q4_K_amx(int64_t n, float *restrict s, const void *restrict 
 }
 
 /* Q8_K activations of one 16-token tile: per super-block, 8 sub-blocks of
- * 8 x 64 bytes (VNNI layout), then 16 scales, then 8 x 16 sub-block sums. */
+ * 8 x 64 bytes (VNNI layout), then 16 scales, then 8 x 16 sub-block sums.
+ * For a single token (mat-vec), only its sub-block sums, as 8 x int16 per
+ * super-block. */
 static void pack_q8_K(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
     int64_t nb = cols / QK_K;
+    if (n_tok == 1) { /* mat-vec: the eight sub-block sums (pairs of bsums) */
+        const block_q8_K *y = vxq;
+        __m128i *bsp = packed;
+        for (int64_t b = 0; b < nb; b++)
+            _mm_storeu_si128(&bsp[b], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
+                                                     _mm_loadu_si128((const __m128i *)(y[b].bsums + 8))));
+        return;
+    }
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * K_TILE_BYTES;
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *sb = dst + (size_t)b * K_TILE_BYTES;
@@ -425,6 +426,7 @@ static void pack_q8_K(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
 }
 
 static size_t packed_size_q8_K(int64_t cols, int64_t n_tok) {
+    if (n_tok == 1) return (size_t)(cols / QK_K) * sizeof(__m128i);
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * K_TILE_BYTES;
 }
 
@@ -434,17 +436,13 @@ static inline __m512 neg_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_xor_si
  * Q8_K row, in two passes like Q4_0's: each row streamed alone for its exact
  * S_b and M_b (the AVX-512 kernel's scaled dot products, summed across
  * lanes), then the sixteen chains side by side. */
-static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y, float *out) {
+static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y,
+                             const __m128i *bsp, float *out) {
     int64_t nb = w->cols / QK_K;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t) + (size_t)nb * 16);
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t));
     if (!S) return false;
     int32_t *M = S + GROUP * nb;
-    /* the activations' sub-block sums (pairs of bsums), once for all rows */
-    __m128i *bsp = (__m128i *)(M + GROUP * nb);
-    for (int64_t b = 0; b < nb; b++)
-        _mm_storeu_si128(&bsp[b], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
-                                                 _mm_loadu_si128((const __m128i *)(y[b].bsums + 8))));
     __m256i pick[K_SUB];
     for (int j = 0; j < K_SUB; j++) pick[j] = _mm256_set1_epi16((short)((2 * j + 1) << 8 | 2 * j));
     for (int r = 0; r < GROUP; r++) {
@@ -455,7 +453,8 @@ static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             _mm_prefetch((const char *)(x + b) + 4096 + 128, _MM_HINT_T0);
             uint32_t wd[4];
             k_scales_mins_words(x[b].scales, wd);
-            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[3], (int)wd[2])), bsp[b]);
+            __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[3], (int)wd[2])),
+                                       _mm_loadu_si128(&bsp[b]));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
             M[(size_t)r * nb + b] = _mm_cvtsi128_si32(p);
@@ -590,7 +589,7 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        if (!rows_matvec_q4_K(w, r0, nr, xq, out)) return false;
+        if (!rows_matvec_q4_K(w, r0, nr, xq, packed, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
         return true;
     }
