@@ -271,7 +271,7 @@ static bool rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int
             const uint8_t *blk = x + (size_t)b * bb;
             __m256i q = q8 ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip) : q4_nibbles(blk + 2);
             Sr[b] = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b].qs))) -
-                    (ysum[b] << shift);
+                    ysum[b] * (1 << shift);
         }
     }
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
