@@ -249,6 +249,10 @@ TEST(matmul_equals_vec_dot_bit_for_bit) {
             check_matmul(k, types[i], 37, cols, 1, 2);  /* mat-vec: two-row kernels, odd tail */
             check_matmul(k, types[i], 37, cols, 3, 1);
             check_matmul(k, types[i], 50, cols, 70, 3); /* several token blocks */
+            /* mat-vec over a matrix of several 64 KiB work items, the last
+             * one partial (and not a whole number of row groups) */
+            int64_t big = 3 * 65536 / (int64_t)tensor_row_size(types[i], cols) + 5;
+            check_matmul(k, types[i], big, cols, 1, 2);
         }
     }
 }

@@ -24,7 +24,7 @@
 
 #include "tensor/kernels.h"
 
-enum { ROW_CHUNK = 16, TOK_BLOCK = 32, MAX_MATS = 4 };
+enum { ROW_CHUNK = 16, TOK_BLOCK = 32, MAX_MATS = 4, ITEMS_PER_THREAD = 4, MIN_STREAM = 64 << 10, MAX_STREAM = 1 << 20 };
 
 struct matmul_job {
     const struct tensor_kernels *k;
@@ -40,6 +40,7 @@ struct matmul_job {
     size_t xq_row;
     uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
+    int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
@@ -120,16 +121,18 @@ static void matmul_worker(void *arg, int ith, int nth) {
         while (tile >= job->first_tile[mi + 1]) mi++;
         int64_t local = tile - job->first_tile[mi];
         int64_t rows = job->w[mi]->rows;
-        if (job->whole[mi]) {
-            int64_t r0 = local * job->k->rows_group, r1 = r0 + job->k->rows_group < rows ? r0 + job->k->rows_group : rows;
-            if (!job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r1, job->xq, job->xq_row, job->packed,
-                                                        job->n_tok, job->y[mi], job->y_stride[mi]))
-                atomic_store_explicit(&job->failed, true, memory_order_relaxed);
+        int64_t chunk = job->row_chunk[mi], n_row_chunks = (rows + chunk - 1) / chunk;
+        if (job->whole[mi]) { /* rows_group rows per call */
+            int64_t g = job->k->rows_group, end = (local + 1) * chunk < rows ? (local + 1) * chunk : rows;
+            for (int64_t r0 = local * chunk; r0 < end; r0 += g)
+                if (!job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r0 + g < end ? r0 + g : end, job->xq,
+                                                            job->xq_row, job->packed, job->n_tok, job->y[mi],
+                                                            job->y_stride[mi]))
+                    atomic_store_explicit(&job->failed, true, memory_order_relaxed);
             continue;
         }
-        int64_t n_row_chunks = (rows + ROW_CHUNK - 1) / ROW_CHUNK;
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
-        int64_t r0 = rc * ROW_CHUNK, r1 = r0 + ROW_CHUNK < rows ? r0 + ROW_CHUNK : rows;
+        int64_t r0 = rc * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
         int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
         run_tile(job, mi, r0, r1, t0, t1);
     }
@@ -146,6 +149,21 @@ static void pack_worker(void *arg, int ith, int nth) {
     int64_t g = job->k->rows_group, tiles = (job->n_tok + g - 1) / g;
     for (int64_t t = ith; t < tiles; t += nth)
         job->k->pack[job->vt](job->xq, job->xq_row, job->cols, t, job->n_tok, job->packed);
+}
+
+/* Weight rows per work item. With a few tokens the product streams the
+ * weights once, and the stream runs fastest when each thread reads long
+ * contiguous runs: decode on tinyllama Q4_K went from 25 to 32 tok/s when
+ * items grew from 16 rows (18 KiB) to 512 KiB. Items are still small enough
+ * that every thread gets about ITEMS_PER_THREAD of them, so a slow core does
+ * not hold the rest back. */
+static int64_t row_chunk(const struct tensor_matrix *w, int64_t n_tok, size_t call_bytes, int n_threads,
+                         int64_t unit) {
+    if (n_tok > TOK_BLOCK / 4) return unit;
+    size_t bytes = call_bytes / ((size_t)n_threads * ITEMS_PER_THREAD);
+    bytes = bytes < MIN_STREAM ? MIN_STREAM : bytes > MAX_STREAM ? MAX_STREAM : bytes;
+    int64_t rows = ((int64_t)bytes + (int64_t)w->row_bytes - 1) / (int64_t)w->row_bytes;
+    return (rows + unit - 1) / unit * unit;
 }
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -188,8 +206,13 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.y[i] = y[i];
         job.y_stride[i] = y_stride[i];
         job.whole[i] = k->rows_product[w[i]->type] != NULL;
-        job.first_tile[i + 1] = job.first_tile[i] + (job.whole[i] ? (w[i]->rows + k->rows_group - 1) / k->rows_group
-                                                                  : (w[i]->rows + ROW_CHUNK - 1) / ROW_CHUNK * job.n_tok_blocks);
+    }
+    size_t call_bytes = 0;
+    for (int i = 0; i < n_mats; i++) call_bytes += (size_t)w[i]->rows * w[i]->row_bytes;
+    for (int i = 0; i < n_mats; i++) {
+        job.row_chunk[i] = row_chunk(w[i], n_tok, call_bytes, pool_size(pool), job.whole[i] ? k->rows_group : ROW_CHUNK);
+        int64_t items = (w[i]->rows + job.row_chunk[i] - 1) / job.row_chunk[i];
+        job.first_tile[i + 1] = job.first_tile[i] + (job.whole[i] ? items : items * job.n_tok_blocks);
     }
     bool any_whole = false;
     for (int i = 0; i < n_mats; i++) any_whole |= job.whole[i];

@@ -405,10 +405,9 @@ static void vec_dot_q3_K(int64_t n, float *restrict s, const void *restrict vx, 
  * Unpacks the eight 6-bit scales into sc[] and returns
  * sum_j min_j * (bsums[2j] + bsums[2j+1]), with whole-word bit operations
  * (see k_scale_min in quants.h for the layout). */
-static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
-    uint32_t w[4];
-    k_scales_mins_words(scales, w);
-    memcpy(sc, w, 8);
+/* mins . (pairwise sums of bsums): the offset term of a Q4_K/Q5_K super-block
+ * (w as k_scales_mins_words gives it). */
+static inline int32_t k_mins_dot(const uint32_t w[4], const int16_t *bsums) {
     __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)w[3], (int)w[2]));
     __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
                                 _mm_loadu_si128((const __m128i *)(bsums + 8)));
@@ -416,6 +415,26 @@ static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsu
     p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
     p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm_cvtsi128_si32(p);
+}
+
+static inline int32_t q4_K_scales_mins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
+    uint32_t w[4];
+    k_scales_mins_words(scales, w);
+    memcpy(sc, w, 8);
+    return k_mins_dot(w, bsums);
+}
+
+/* The eight 6-bit sub-block scales of a K-quant super-block as 16-bit words,
+ * the same eight in both 128-bit lanes, ready for k_scale_splat. */
+static inline __m256i k_scales_x16(uint32_t s0_3, uint32_t s4_7) {
+    __m128i b = _mm_cvtsi64_si128((long long)(((uint64_t)s4_7 << 32) | s0_3));
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(b));
+}
+
+/* Word i of k_scales_x16 in all sixteen places: one in-lane shuffle instead
+ * of a scalar load and broadcast per sub-block. */
+static inline __m256i k_scale_splat(__m256i words, int i) {
+    return _mm256_shuffle_epi8(words, _mm256_set1_epi16((short)((2 * i) | ((2 * i + 1) << 8))));
 }
 
 /* Q4_K as a tile, like the legacy types above: per super-block, one
@@ -521,15 +540,18 @@ static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict vx, 
     float summ = 0.0f;
     for (int64_t b = 0; b < n / QK_K; b++) {
         stream_prefetch(x + b, sizeof *x);
-        uint8_t sc[8];
-        int32_t msum = q4_K_scales_mins(x[b].scales, y[b].bsums, sc);
+        uint32_t w[4];
+        k_scales_mins_words(x[b].scales, w);
+        const int32_t msum = k_mins_dot(w, y[b].bsums);
+        const __m256i sc = k_scales_x16(w[0], w[1]);
         __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
             __m256i lo = _mm256_and_si256(q, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            sumi0 = dot_u8s8_scaled(sumi0, lo, load_q8(y[b].qs + 64 * j), _mm256_set1_epi16(sc[2 * j]));
-            sumi1 = dot_u8s8_scaled(sumi1, hi, load_q8(y[b].qs + 64 * j + 32), _mm256_set1_epi16(sc[2 * j + 1]));
+            sumi0 = dot_u8s8_scaled(sumi0, lo, load_q8(y[b].qs + 64 * j), k_scale_splat(sc, 2 * j));
+            sumi1 = dot_u8s8_scaled(sumi1, hi, load_q8(y[b].qs + 64 * j + 32), k_scale_splat(sc, 2 * j + 1));
         }
         float dy = y[b].d;
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sumi0, sumi1)),
