@@ -176,7 +176,7 @@ static int lm_greedy(const struct lm *l, int32_t *prompt, int64_t n, int max_new
     struct sampler *smp = sampler_new(&sp, hp->n_vocab, &err);
     float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
     int got = -1;
-    if (!ctx || !smp || !logits || kv_flat_init(&kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, &err))
+    if (!ctx || !smp || !logits || kv_flat_init(&kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F32, &err))
         goto done;
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n), *seq = calloc((size_t)n, sizeof(int32_t));
     for (int64_t i = 0; pos && i < n; i++) pos[i] = (int32_t)i;

@@ -181,7 +181,7 @@ static void check_file(struct model *m, struct tokenizer *tok, const struct gold
     struct kvik_err err = {0};
     struct model_ctx *ctx = model_ctx_new(m, 2, CHUNK, g->n_pos + 1, &err);
     struct kv_flat kv;
-    REQUIRE(ctx && kv_flat_init(&kv, m->hp.n_layer, 1, g->n_pos + 1, m->hp.n_head_kv * m->hp.head_dim, &err) == KVIK_OK);
+    REQUIRE(ctx && kv_flat_init(&kv, m->hp.n_layer, 1, g->n_pos + 1, m->hp.n_head_kv * m->hp.head_dim, TENSOR_TYPE_F32, &err) == KVIK_OK);
     float *logits = malloc(sizeof(float) * (size_t)nv * CHUNK);
     double *lp = malloc(sizeof(double) * (size_t)nv);
     int32_t pos[CHUNK], seq[CHUNK] = {0};
@@ -224,7 +224,7 @@ static void check_file(struct model *m, struct tokenizer *tok, const struct gold
     tot->kl_sum += kl_sum;
     /* 3. our greedy continuation, up to llama.cpp's first near-tie */
     kv_flat_free(&kv);
-    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, g->n_pos + 1, m->hp.n_head_kv * m->hp.head_dim, &err) == KVIK_OK);
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, g->n_pos + 1, m->hp.n_head_kv * m->hp.head_dim, TENSOR_TYPE_F32, &err) == KVIK_OK);
     int check_until = g->n_cont;
     for (int k = 0; k < g->n_cont; k++) {
         int p = g->n_prompt - 1 + k;

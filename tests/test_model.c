@@ -46,7 +46,7 @@ TEST(model_batch_invariance) {
     struct model_ctx *c = model_ctx_new(m, 2, 2 * PROMPT_LEN, 64, &err);
     REQUIRE(c);
     struct kv_flat kv;
-    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 2, 64, kv_dim, &err) == KVIK_OK);
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 2, 64, kv_dim, TENSOR_TYPE_F32, &err) == KVIK_OK);
     float *batch = malloc(sizeof(float) * (size_t)nv * 2 * PROMPT_LEN);
     float *single = malloc(sizeof(float) * (size_t)nv);
     int32_t tokens[2 * PROMPT_LEN], pos[2 * PROMPT_LEN], seq[2 * PROMPT_LEN];
@@ -61,7 +61,7 @@ TEST(model_batch_invariance) {
     REQUIRE(model_forward(c, &kv.base, &b, batch, &err) == KVIK_OK);
     /* token by token, sequence 0 only, into a fresh cache */
     struct kv_flat kv1;
-    REQUIRE(kv_flat_init(&kv1, m->hp.n_layer, 1, 64, kv_dim, &err) == KVIK_OK);
+    REQUIRE(kv_flat_init(&kv1, m->hp.n_layer, 1, 64, kv_dim, TENSOR_TYPE_F32, &err) == KVIK_OK);
     int mismatches = 0;
     for (int i = 0; i < PROMPT_LEN; i++) {
         int32_t s0 = 0;
@@ -91,7 +91,7 @@ TEST(model_rejects_bad_batches) {
     struct model_ctx *c = model_ctx_new(m, 1, 4, 8, &err);
     REQUIRE(c);
     struct kv_flat kv;
-    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, m->hp.n_head_kv * m->hp.head_dim, &err) == KVIK_OK);
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, m->hp.n_head_kv * m->hp.head_dim, TENSOR_TYPE_F32, &err) == KVIK_OK);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     int32_t tok = m->hp.n_vocab, pos = 0, seq = 0;
     struct model_batch b = {.n = 1, .tokens = &tok, .pos = &pos, .seq = &seq};
@@ -129,12 +129,14 @@ TEST(model_load_errors) {
 TEST(kv_flat_rejects_bad_sizes_and_positions) {
     struct kvik_err err = {0};
     struct kv_flat kv;
-    CHECK_EQ_INT(kv_flat_init(&kv, 0, 1, 8, 64, &err), KVIK_ERR_INVALID_ARG);
-    CHECK_EQ_INT(kv_flat_init(&kv, 1 << 20, 1 << 20, 1 << 20, 1 << 20, &err), KVIK_ERR_INVALID_ARG);
-    REQUIRE(kv_flat_init(&kv, 2, 2, 4, 8, &err) == KVIK_OK);
+    CHECK_EQ_INT(kv_flat_init(&kv, 0, 1, 8, 64, TENSOR_TYPE_F32, &err), KVIK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(kv_flat_init(&kv, 1, 1, 8, 48, TENSOR_TYPE_Q8_0, &err), KVIK_ERR_INVALID_ARG); /* not whole blocks */
+    CHECK_EQ_INT(kv_flat_init(&kv, 1, 1, 8, 64, TENSOR_TYPE_Q4_0, &err), KVIK_ERR_INVALID_ARG); /* not a cache type */
+    CHECK_EQ_INT(kv_flat_init(&kv, 1 << 20, 1 << 20, 1 << 20, 1 << 20, TENSOR_TYPE_F32, &err), KVIK_ERR_INVALID_ARG);
+    REQUIRE(kv_flat_init(&kv, 2, 2, 4, 8, TENSOR_TYPE_F32, &err) == KVIK_OK);
     /* every (layer, seq, pos, k/v) row is distinct and inside the block */
     CHECK(kv.base.row(&kv.base, 0, 0, 0, false) == kv.data);
-    CHECK(kv.base.row(&kv.base, 1, 1, 3, true) == kv.data + (2 * 2 * 2 * 4 - 1) * 8);
+    CHECK(kv.base.row(&kv.base, 1, 1, 3, true) == kv.data + (2 * 2 * 2 * 4 - 1) * 8 * sizeof(float));
     CHECK(kv.base.row(&kv.base, 0, 0, 1, false) != kv.base.row(&kv.base, 0, 0, 1, true));
     /* outside the cache: NULL, which the forward pass turns into an error */
     CHECK(kv.base.row(&kv.base, 2, 0, 0, false) == NULL);
@@ -143,7 +145,7 @@ TEST(kv_flat_rejects_bad_sizes_and_positions) {
     CHECK(kv.base.row(&kv.base, 0, 0, -1, true) == NULL);
     /* runs of rows: the whole rest of the sequence, clipped to what is asked
      * and to the cache; none outside it */
-    const float *k, *v;
+    const void *k, *v;
     CHECK_EQ_INT(kv.base.span(&kv.base, 1, 0, 1, 10, &k, &v), 3);
     CHECK(k == kv.base.row(&kv.base, 1, 0, 1, false) && v == kv.base.row(&kv.base, 1, 0, 1, true));
     CHECK_EQ_INT(kv.base.span(&kv.base, 1, 0, 1, 2, &k, &v), 2);
@@ -165,7 +167,7 @@ TEST(model_ctx_rejects_bad_sizes) {
     struct model_ctx *c = model_ctx_new(m, 1, 2, 8, &err);
     REQUIRE(c);
     struct kv_flat kv;
-    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, 32, &err) == KVIK_OK);
+    REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 8, 32, TENSOR_TYPE_F32, &err) == KVIK_OK);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     int32_t tok = 1, pos = 0, seq = 0;
     struct model_batch b = {.n = 1, .tokens = &tok, .pos = &pos, .seq = &seq};

@@ -179,7 +179,7 @@ static void check_forward(const struct model *m, const int32_t *ids, int n) {
     int32_t pos[16], seq[16] = {0};
     for (int i = 0; i < n; i++) pos[i] = i;
     struct model_batch b = {.n = n, .tokens = ids, .pos = pos, .seq = seq};
-    bool ok = c && logits && !kv_flat_init(&kv, m->hp.n_layer, 1, 16, m->hp.n_head_kv * m->hp.head_dim, &err) &&
+    bool ok = c && logits && !kv_flat_init(&kv, m->hp.n_layer, 1, 16, m->hp.n_head_kv * m->hp.head_dim, TENSOR_TYPE_F32, &err) &&
               !model_forward(c, &kv.base, &b, logits, &err);
     CHECK_MSG(ok, "forward: %s", err.msg);
     if (ok) {

@@ -162,7 +162,7 @@ int cmd_bench_offline(int argc, char **argv) {
         b.tokens[i] = (int32_t)(rng % (uint64_t)hp->n_vocab);
     }
     if (!(b.ctx = model_ctx_new(m, (int)threads, max_batch, n_tok, &err))) goto fail;
-    if (kv_flat_init(&b.kv, hp->n_layer, 1, n_tok, hp->n_head_kv * hp->head_dim, &err)) goto fail;
+    if (kv_flat_init(&b.kv, hp->n_layer, 1, n_tok, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F32, &err)) goto fail;
     if (!(pool = pool_create((int)threads, &err))) goto fail;
     if (n_gen && bench_reader_init(&reader, (size_t)1 << 30, pool, &err)) goto fail;
 

@@ -103,7 +103,7 @@ kvik_status gen_start(struct gen *g, int n_threads, int max_batch, int n_ctx,
     if (!(g->logits = malloc(sizeof(float) * (size_t)hp->n_vocab)))
         return err_set(err, KVIK_ERR_NOMEM, "out of memory");
     if (!(g->ctx = model_ctx_new(g->model, n_threads, max_batch, n_ctx, err))) return failed(err);
-    kvik_status st = kv_flat_init(&g->kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, err);
+    kvik_status st = kv_flat_init(&g->kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F32, err);
     if (st) return st;
     if (!(g->smp = sampler_new(sp, hp->n_vocab, err))) return failed(err);
     return KVIK_OK;

@@ -40,6 +40,8 @@ struct model_ctx {
     float *up;     /* [max_tokens][n_ff] */
     float *scores; /* [n_threads][max_ctx + 8] attention weights */
     struct attn_span *spans; /* [n_threads][max_ctx] runs of cached rows */
+    float *kv_f32;   /* [n_threads][2][max_ctx][head_dim] one head's K and V as floats
+                        (caches that store rows as F16 or Q8_0) */
     float *inv_freq; /* [rope_dim / 2] */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
@@ -86,6 +88,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->up = alloc_floats(T * hp->n_ff, &ok);
     c->scores = alloc_floats((size_t)n_threads * ((size_t)max_ctx + 8), &ok);
     c->spans = mem_alloc_aligned((size_t)n_threads * (size_t)max_ctx * sizeof(struct attn_span));
+    c->kv_f32 = alloc_floats((size_t)n_threads * 2 * (size_t)max_ctx * hp->head_dim, &ok);
     c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
@@ -113,7 +116,7 @@ fail:
 void model_ctx_free(struct model_ctx *c) {
     if (!c) return;
     pool_free(c->pool);
-    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->scores, c->inv_freq};
+    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->scores, c->inv_freq, c->kv_f32};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
     mem_free(c->rows);
     mem_free(c->spans);
@@ -174,15 +177,20 @@ struct attn_job {
 };
 
 /* One (token, head) pair: the sequence's cached positions 0..pos, gathered
- * run by run from the cache, through the kernel table's attention. */
+ * run by run from the cache, through the kernel table's attention. Rows
+ * stored as F32 are read in place; F16 or Q8_0 rows are first converted,
+ * this head's part of each, into the thread's float buffer. */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
+    const struct kv_cache *kv = job->kv;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     float *scores = c->scores + (size_t)ith * (c->max_ctx + 8);
     struct attn_span *spans = c->spans + (size_t)ith * c->max_ctx;
+    float *kf = c->kv_f32 + (size_t)ith * 2 * c->max_ctx * hd, *vf = kf + (size_t)c->max_ctx * hd;
+    const to_float_fn to_f32 = kv->type == TENSOR_TYPE_F32 ? NULL : tensor_type_traits(kv->type)->to_float;
     float scale = 1.0f / sqrtf((float)hd);
     int total = job->b->n * hp->n_head;
     for (;;) {
@@ -190,18 +198,33 @@ static void attn_worker(void *arg, int ith, int nth) {
         if (item >= total) break;
         int t = item / hp->n_head, h = item % hp->n_head, kvh = h / group;
         int seq = job->b->seq[t], n_pos = job->b->pos[t] + 1, n_spans = 0;
+        size_t head_off = tensor_row_size(kv->type, (int64_t)kvh * hd);
         for (int p = 0; p < n_pos;) {
-            const float *k, *v;
+            const void *k, *v;
             int len = job->kv->span(job->kv, job->layer, seq, p, n_pos - p, &k, &v);
             if (len < 1) {
                 atomic_store(&job->failed, true);
                 return;
             }
-            spans[n_spans++] = (struct attn_span){k + (size_t)kvh * hd, v + (size_t)kvh * hd, len};
+            const uint8_t *kb = (const uint8_t *)k + head_off, *vb = (const uint8_t *)v + head_off;
+            if (to_f32) {
+                for (int j = 0; j < len; j++) {
+                    to_f32(kb + (size_t)j * kv->row_bytes, kf + (size_t)(p + j) * hd, hd);
+                    to_f32(vb + (size_t)j * kv->row_bytes, vf + (size_t)(p + j) * hd, hd);
+                }
+            } else {
+                spans[n_spans++] = (struct attn_span){(const float *)kb, (const float *)vb, len};
+            }
             p += len;
         }
-        c->k->attn_head(hd, c->q + ((size_t)t * hp->n_head + h) * hd, spans, n_spans,
-                        (size_t)job->kv->row_floats, scale, scores, c->attn + ((size_t)t * hp->n_head + h) * hd);
+        size_t stride = kv->row_bytes / sizeof(float);
+        if (to_f32) {
+            spans[0] = (struct attn_span){kf, vf, n_pos};
+            n_spans = 1;
+            stride = (size_t)hd;
+        }
+        c->k->attn_head(hd, c->q + ((size_t)t * hp->n_head + h) * hd, spans, n_spans, stride, scale, scores,
+                        c->attn + ((size_t)t * hp->n_head + h) * hd);
     }
 }
 
@@ -213,9 +236,11 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     if (n < 1 || n > c->max_tokens)
         return err_set(err, KVIK_ERR_INVALID_ARG, "model: batch of %d tokens (max %d)", n, c->max_tokens);
     size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    if (kv->row_floats != (int)kv_dim)
-        return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache rows of %d floats, model needs %zu", kv->row_floats,
-                       kv_dim);
+    if (kv->row_floats != (int)kv_dim || !kv_type_fits(kv->type, kv->row_floats, hp->head_dim) ||
+        kv->row_bytes != tensor_row_size(kv->type, kv->row_floats))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache rows of %d %s values, model needs %zu in heads of %d",
+                       kv->row_floats, tensor_type_name(kv->type), kv_dim, hp->head_dim);
+    const from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : tensor_type_traits(kv->type)->from_float;
     int n_out = 0;
     for (int t = 0; t < n; t++) {
         if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
@@ -242,13 +267,18 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
             float pos = (float)b->pos[t] * hp->rope_scale;
             rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
             rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
-            float *kr = kv->row(kv, l, b->seq[t], b->pos[t], false);
-            float *vr = kv->row(kv, l, b->seq[t], b->pos[t], true);
+            void *kr = kv->row(kv, l, b->seq[t], b->pos[t], false);
+            void *vr = kv->row(kv, l, b->seq[t], b->pos[t], true);
             if (!kr || !vr)
                 return err_set(err, KVIK_ERR_INVALID_ARG, "model: no cache room for sequence %d position %d",
                                b->seq[t], b->pos[t]);
-            memcpy(kr, c->kv_k + t * kv_dim, kv_dim * sizeof(float));
-            memcpy(vr, c->kv_v + t * kv_dim, kv_dim * sizeof(float));
+            if (store) {
+                store(c->kv_k + t * kv_dim, kr, (int64_t)kv_dim);
+                store(c->kv_v + t * kv_dim, vr, (int64_t)kv_dim);
+            } else {
+                memcpy(kr, c->kv_k + t * kv_dim, kv_dim * sizeof(float));
+                memcpy(vr, c->kv_v + t * kv_dim, kv_dim * sizeof(float));
+            }
         }
         struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l};
         pool_run(c->pool, attn_worker, &job);

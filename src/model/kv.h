@@ -14,26 +14,34 @@
 #include "base/base.h"
 
 struct kv_cache {
-    /* Pointer to the K (is_v false) or V row of (layer, seq, pos); NULL if
-     * the cache has no room there (the forward pass then fails cleanly). */
-    float *(*row)(struct kv_cache *kv, int layer, int seq, int pos, bool is_v);
+    /* Pointer to where the K (is_v false) or V row of (layer, seq, pos) is
+     * stored; NULL if the cache has no room there (the forward pass then
+     * fails cleanly). The forward converts its float row into it. */
+    void *(*row)(struct kv_cache *kv, int layer, int seq, int pos, bool is_v);
     /* The run of positions pos, pos+1, ... (at most n of them) of (layer,
-     * seq) whose K rows lie row_floats apart from *k, and V rows likewise
+     * seq) whose K rows lie row_bytes apart from *k, and V rows likewise
      * from *v: returns its length (>= 1), or 0 if pos has no room. Attention
      * reads the cache run by run. */
-    int (*span)(struct kv_cache *kv, int layer, int seq, int pos, int n, const float **k, const float **v);
-    int row_floats; /* n_head_kv * head_dim */
+    int (*span)(struct kv_cache *kv, int layer, int seq, int pos, int n, const void **k, const void **v);
+    int row_floats;   /* n_head_kv * head_dim values per row */
+    int type;         /* how a row is stored: TENSOR_TYPE_F32, F16 or Q8_0 */
+    size_t row_bytes; /* bytes of one stored row */
 };
+
+/* Whether rows of row_floats values, split into heads of head_dim, can be
+ * stored as type (each head must start on a block of the type). */
+bool kv_type_fits(int type, int row_floats, int head_dim);
 
 /* A simple cache: n_seq sequences of up to n_ctx positions each, one
  * allocation. */
 struct kv_flat {
     struct kv_cache base;
     int n_layer, n_seq, n_ctx;
-    float *data; /* [n_layer][n_seq][2][n_ctx][row_floats] */
+    uint8_t *data; /* [n_layer][n_seq][2][n_ctx][row_bytes] */
 };
 
-kvik_status kv_flat_init(struct kv_flat *kv, int n_layer, int n_seq, int n_ctx, int row_floats,
+/* type as in struct kv_cache (TENSOR_TYPE_F32 keeps the rows exact). */
+kvik_status kv_flat_init(struct kv_flat *kv, int n_layer, int n_seq, int n_ctx, int row_floats, int type,
                          struct kvik_err *err);
 void kv_flat_free(struct kv_flat *kv);
 

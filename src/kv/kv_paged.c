@@ -1,0 +1,218 @@
+/*
+ * kv_paged.c — the block pool, block tables and reference counts of the
+ * paged key/value cache (see kv_paged.h).
+ *
+ * The free list is a stack of block ids, so a block given back is the first
+ * reused (its lines may still be in a cache). Block tables grow by doubling.
+ */
+#include <stdlib.h>
+
+#include "kv/kv_paged.h"
+#include "tensor/tensor.h"
+
+size_t kv_paged_block_bytes(const struct kv_paged_config *cfg) {
+    if (cfg->n_layer < 1 || cfg->block_tokens < 1 || cfg->block_tokens > 4096 ||
+        !kv_type_fits(cfg->type, cfg->row_floats, cfg->row_floats))
+        return 0;
+    uint64_t n;
+    size_t row = tensor_row_size(cfg->type, cfg->row_floats);
+    if (mul_overflows_u64((uint64_t)cfg->n_layer * 2 * (uint64_t)cfg->block_tokens, row, &n) || n > (1ull << 32))
+        return 0;
+    return (size_t)n;
+}
+
+static inline uint8_t *block_row(const struct kv_paged *kv, int32_t block, int layer, bool is_v, int slot) {
+    size_t idx = ((size_t)layer * 2 + is_v) * (size_t)kv->cfg.block_tokens + (size_t)slot;
+    return kv->data + (size_t)block * kv->block_bytes + idx * kv->base.row_bytes;
+}
+
+static bool seq_valid(const struct kv_paged *kv, int seq) {
+    return seq >= 0 && seq < kv->cfg.max_seqs && kv->seqs[seq].open;
+}
+
+static void *paged_row(struct kv_cache *base, int layer, int seq, int pos, bool is_v) {
+    struct kv_paged *kv = (struct kv_paged *)base;
+    if (layer < 0 || layer >= kv->cfg.n_layer || !seq_valid(kv, seq) || pos < 0 || pos >= kv->seqs[seq].n_pos)
+        return NULL;
+    int bt = kv->cfg.block_tokens;
+    return block_row(kv, kv->seqs[seq].blocks[pos / bt], layer, is_v, pos % bt);
+}
+
+static int paged_span(struct kv_cache *base, int layer, int seq, int pos, int n, const void **k, const void **v) {
+    struct kv_paged *kv = (struct kv_paged *)base;
+    if (n < 1 || !(*k = paged_row(base, layer, seq, pos, false))) return 0;
+    *v = paged_row(base, layer, seq, pos, true);
+    int bt = kv->cfg.block_tokens, left = bt - pos % bt, have = kv->seqs[seq].n_pos - pos;
+    if (left > have) left = have;
+    return left < n ? left : n;
+}
+
+kvik_status kv_paged_init(struct kv_paged *kv, const struct kv_paged_config *cfg, struct kvik_err *err) {
+    memset(kv, 0, sizeof *kv);
+    size_t bb = kv_paged_block_bytes(cfg);
+    if (!bb || cfg->n_blocks < 1 || cfg->n_blocks > INT32_MAX || cfg->max_seqs < 1 || cfg->max_seqs > 1 << 20)
+        return err_set(err, KVIK_ERR_INVALID_ARG,
+                       "kv: bad paged cache (%d layers, rows of %d %s values, %d-token blocks, %lld blocks, %d sequences)",
+                       cfg->n_layer, cfg->row_floats, tensor_type_name(cfg->type), cfg->block_tokens,
+                       (long long)cfg->n_blocks, cfg->max_seqs);
+    uint64_t total;
+    if (mul_overflows_u64((uint64_t)cfg->n_blocks, bb, &total) || total > (1ull << 42))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "kv: %lld blocks of %zu bytes is too large", (long long)cfg->n_blocks,
+                       bb);
+    kv->cfg = *cfg;
+    kv->block_bytes = bb;
+    kv->base = (struct kv_cache){.row = paged_row, .span = paged_span, .row_floats = cfg->row_floats,
+                                 .type = cfg->type, .row_bytes = tensor_row_size(cfg->type, cfg->row_floats)};
+    kv->data = mem_alloc_aligned((size_t)total);
+    kv->ref = calloc((size_t)cfg->n_blocks, sizeof *kv->ref);
+    kv->free_ids = malloc((size_t)cfg->n_blocks * sizeof *kv->free_ids);
+    kv->seqs = calloc((size_t)cfg->max_seqs, sizeof *kv->seqs);
+    if (!kv->data || !kv->ref || !kv->free_ids || !kv->seqs) {
+        kv_paged_free(kv);
+        return err_set(err, KVIK_ERR_NOMEM, "kv: out of memory for %.1f MiB of cache", (double)total / (1 << 20));
+    }
+    /* lowest ids on top of the stack */
+    for (int64_t i = 0; i < cfg->n_blocks; i++) kv->free_ids[i] = (int32_t)(cfg->n_blocks - 1 - i);
+    kv->n_free = cfg->n_blocks;
+    return KVIK_OK;
+}
+
+void kv_paged_free(struct kv_paged *kv) {
+    if (kv->seqs)
+        for (int s = 0; s < kv->cfg.max_seqs; s++) free(kv->seqs[s].blocks);
+    mem_free(kv->data);
+    free(kv->ref);
+    free(kv->free_ids);
+    free(kv->seqs);
+    memset(kv, 0, sizeof *kv);
+}
+
+static int32_t block_take(struct kv_paged *kv) {
+    int32_t b = kv->free_ids[--kv->n_free];
+    kv->ref[b] = 1;
+    return b;
+}
+
+static void block_release(struct kv_paged *kv, int32_t b) {
+    if (--kv->ref[b] == 0) kv->free_ids[kv->n_free++] = b;
+}
+
+int kv_paged_seq_open(struct kv_paged *kv) {
+    for (int s = 0; s < kv->cfg.max_seqs; s++) {
+        struct kv_seq *q = &kv->seqs[s];
+        if (q->open) continue;
+        q->open = true;
+        q->n_pos = 0;
+        q->n_blocks = 0;
+        return s;
+    }
+    return -1;
+}
+
+void kv_paged_seq_close(struct kv_paged *kv, int seq) {
+    if (!seq_valid(kv, seq)) return;
+    kv_paged_seq_truncate(kv, seq, 0);
+    kv->seqs[seq].open = false;
+}
+
+static bool table_reserve(struct kv_seq *q, int32_t n) {
+    if (n <= q->cap) return true;
+    int32_t cap = q->cap ? q->cap : 8;
+    while (cap < n) {
+        if (cap > INT32_MAX / 2) return false;
+        cap *= 2;
+    }
+    int32_t *b = realloc(q->blocks, (size_t)cap * sizeof *b);
+    if (!b) return false;
+    q->blocks = b;
+    q->cap = cap;
+    return true;
+}
+
+int kv_paged_seq_fork(struct kv_paged *kv, int src) {
+    if (!seq_valid(kv, src)) return -1;
+    int dst = kv_paged_seq_open(kv);
+    if (dst < 0) return -1;
+    struct kv_seq *s = &kv->seqs[src], *d = &kv->seqs[dst];
+    if (!table_reserve(d, s->n_blocks)) {
+        d->open = false;
+        return -1;
+    }
+    for (int32_t i = 0; i < s->n_blocks; i++) {
+        d->blocks[i] = s->blocks[i];
+        kv->ref[s->blocks[i]]++;
+    }
+    d->n_blocks = s->n_blocks;
+    d->n_pos = s->n_pos;
+    return dst;
+}
+
+int64_t kv_paged_blocks_needed(const struct kv_paged *kv, int seq, int n_pos) {
+    if (!seq_valid(kv, seq)) return 0;
+    const struct kv_seq *q = &kv->seqs[seq];
+    if (n_pos <= q->n_pos) return 0;
+    int bt = kv->cfg.block_tokens;
+    int64_t want = ((int64_t)n_pos + bt - 1) / bt, need = want - q->n_blocks;
+    /* the last block gets new positions: a shared one is copied first */
+    if (q->n_pos % bt && kv->ref[q->blocks[q->n_blocks - 1]] > 1) need++;
+    return need;
+}
+
+bool kv_paged_seq_grow(struct kv_paged *kv, int seq, int n_pos) {
+    if (!seq_valid(kv, seq) || n_pos < 0) return false;
+    struct kv_seq *q = &kv->seqs[seq];
+    if (n_pos <= q->n_pos) return true;
+    int bt = kv->cfg.block_tokens;
+    int64_t want = ((int64_t)n_pos + bt - 1) / bt;
+    if (want > INT32_MAX || kv_paged_blocks_needed(kv, seq, n_pos) > kv->n_free || !table_reserve(q, (int32_t)want))
+        return false;
+    if (q->n_pos % bt) {
+        int32_t *last = &q->blocks[q->n_blocks - 1];
+        if (kv->ref[*last] > 1) { /* copy on write */
+            int32_t copy = block_take(kv);
+            memcpy(kv->data + (size_t)copy * kv->block_bytes, kv->data + (size_t)*last * kv->block_bytes,
+                   kv->block_bytes);
+            block_release(kv, *last);
+            *last = copy;
+        }
+    }
+    while (q->n_blocks < want) q->blocks[q->n_blocks++] = block_take(kv);
+    q->n_pos = n_pos;
+    return true;
+}
+
+void kv_paged_seq_truncate(struct kv_paged *kv, int seq, int n_pos) {
+    if (!seq_valid(kv, seq) || n_pos < 0) return;
+    struct kv_seq *q = &kv->seqs[seq];
+    if (n_pos >= q->n_pos) return;
+    int bt = kv->cfg.block_tokens;
+    int32_t keep = (int32_t)(((int64_t)n_pos + bt - 1) / bt);
+    while (q->n_blocks > keep) block_release(kv, q->blocks[--q->n_blocks]);
+    q->n_pos = n_pos;
+}
+
+bool kv_paged_consistent(const struct kv_paged *kv) {
+    int64_t nb = kv->cfg.n_blocks;
+    int32_t *users = calloc((size_t)nb, sizeof *users);
+    uint8_t *on_free = calloc((size_t)nb, 1);
+    bool ok = users && on_free && kv->n_free >= 0 && kv->n_free <= nb;
+    for (int s = 0; ok && s < kv->cfg.max_seqs; s++) {
+        const struct kv_seq *q = &kv->seqs[s];
+        if (!q->open) continue;
+        int bt = kv->cfg.block_tokens;
+        ok = q->n_pos >= 0 && q->n_blocks == (q->n_pos + bt - 1) / bt && q->n_blocks <= q->cap;
+        for (int32_t i = 0; ok && i < q->n_blocks; i++) {
+            ok = q->blocks[i] >= 0 && q->blocks[i] < nb;
+            if (ok) users[q->blocks[i]]++;
+        }
+    }
+    for (int64_t i = 0; ok && i < kv->n_free; i++) {
+        int32_t b = kv->free_ids[i];
+        ok = b >= 0 && b < nb && !on_free[b];
+        if (ok) on_free[b] = 1;
+    }
+    for (int64_t b = 0; ok && b < nb; b++) ok = kv->ref[b] == users[b] && (users[b] == 0) == (on_free[b] == 1);
+    free(users);
+    free(on_free);
+    return ok;
+}
