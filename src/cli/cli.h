@@ -22,6 +22,9 @@ int cmd_bench_offline(int argc, char **argv); /* argv[1] is "offline" */
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_bench_tokenizer(int argc, char **argv); /* argv[1] is "tokenizer" */
 
 /* ---- shared helpers (cli_util.c) ---- */
 

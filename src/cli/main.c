@@ -17,6 +17,9 @@ static void usage(FILE *f) {
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
             "  synth --shape NAME --type TYPE -o FILE  random-weight GGUF of a real model shape\n"
+            "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"
+            "  detokenize -m MODEL ID...   token ids to text\n"
+            "  bench tokenizer -f CORPUS   tokenizer speed against Hugging Face tokenizers\n"
             "\n"
             "  --help, --version\n");
 }
@@ -40,6 +43,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }

@@ -1,6 +1,7 @@
 /*
- * tokenizer.c — loading a byte-level BPE vocabulary from GGUF metadata,
- * lookups, and decoding ids back to bytes (whole or streamed).
+ * tokenizer.c — loading a vocabulary from GGUF metadata (byte-level BPE,
+ * SentencePiece BPE or WordPiece), lookups, and decoding ids back to bytes
+ * (whole or streamed).
  *
  * Byte-level BPE stores every token as text over a 256-character alphabet:
  * byte b is written as the code point GPT-2's bytes_to_unicode gives it —
@@ -9,15 +10,33 @@
  * space, 0x20, is U+0120 'Ġ'). Loading turns each token's text back into
  * the bytes it stands for, once, so decoding is a copy.
  *
+ * SentencePiece ("llama") and WordPiece ("bert") vocabularies spell a space
+ * as "▁" (U+2581): their pieces turn it back into a space. A WordPiece
+ * vocabulary, as llama.cpp's converter writes it, marks word-initial pieces
+ * with a leading "▁" and stores continuation pieces without their "##", so
+ * the pieces concatenate to words separated by spaces; its special tokens
+ * (and bracketed ones like "[unused0]") get a leading space too, as Hugging
+ * Face's WordPiece decoder puts one before every non-"##" token.
+ *
  * The GGUF keys read:
- *   tokenizer.ggml.model          "gpt2" (required)
- *   tokenizer.ggml.pre            pre-tokenizer name (absent: "default" = gpt-2)
+ *   tokenizer.ggml.model          "gpt2", "llama" or "bert" (required)
+ *   tokenizer.ggml.pre            pre-tokenizer name (absent: "default" = gpt-2);
+ *                                 gpt2 only, recorded but unused otherwise
  *   tokenizer.ggml.tokens         [n_vocab] strings (required)
  *   tokenizer.ggml.token_type     [n_vocab] int32 (absent: all NORMAL)
- *   tokenizer.ggml.merges         [n] "left right" strings; rank = index
+ *   tokenizer.ggml.merges         [n] "left right" strings; rank = index (gpt2)
+ *   tokenizer.ggml.scores         [n_vocab] float32 (llama: required)
  *   tokenizer.ggml.{bos,eos,unknown,padding,eot,eom}_token_id
- *   tokenizer.ggml.add_bos_token / add_eos_token (absent: false)
+ *   tokenizer.ggml.{cls,seperator}_token_id   bert: BOS / EOS when
+ *                                 bos/eos_token_id are absent
+ *   tokenizer.ggml.add_bos_token / add_eos_token (absent: true / false for
+ *                                 llama, true / true for bert, false for gpt2;
+ *                                 bert also takes add_sep_token for EOS)
+ *   tokenizer.ggml.add_space_prefix  llama (absent: true)
+ * An id key that names no token is ignored for gpt2 (such files exist) and
+ * is a KVIK_ERR_FORMAT error for llama and bert, except padding/eot/eom.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "tokenizer/tokenizer_int.h"
@@ -92,10 +111,40 @@ static const struct {
     const char *name;
     enum pretok_kind kind;
 } k_pretoks[] = {
-    {"default", PRETOK_GPT2},      {"gpt-2", PRETOK_GPT2},         {"mpt", PRETOK_GPT2},
-    {"olmo", PRETOK_GPT2},         {"jais", PRETOK_GPT2},          {"smollm", PRETOK_STARCODER},
-    {"starcoder", PRETOK_STARCODER}, {"refact", PRETOK_STARCODER}, {"command-r", PRETOK_STARCODER},
-    {"codeshell", PRETOK_STARCODER}, {"exaone", PRETOK_STARCODER}, {"minerva", PRETOK_STARCODER},
+    /* tokenizer.ggml.pre names as llama.cpp's converter writes them, grouped
+     * by the split their models' tokenizer.json declares ("default": no
+     * name, GPT-2's ByteLevel). Embedding-only names (jina-*, roberta-bpe,
+     * modern-bert) are left out: their post-processing is not done here. */
+    {"default", PRETOK_GPT2},        {"gpt-2", PRETOK_GPT2},          {"mpt", PRETOK_GPT2},
+    {"olmo", PRETOK_GPT2},           {"jais", PRETOK_GPT2},           {"phi-2", PRETOK_GPT2},
+    {"trillion", PRETOK_GPT2},       {"gigachat", PRETOK_GPT2},       {"a.x-4.0", PRETOK_GPT2},
+    {"mellum", PRETOK_GPT2},         {"granite-docling", PRETOK_GPT2}, {"exaone4", PRETOK_GPT2},
+    {"smollm", PRETOK_STARCODER},    {"starcoder", PRETOK_STARCODER}, {"refact", PRETOK_STARCODER},
+    {"command-r", PRETOK_STARCODER}, {"codeshell", PRETOK_STARCODER}, {"exaone", PRETOK_STARCODER},
+    {"minerva", PRETOK_STARCODER},   {"minerva-7b", PRETOK_STARCODER}, {"mellum2", PRETOK_STARCODER},
+    {"llama3", PRETOK_LLAMA3},       {"llama-v3", PRETOK_LLAMA3},     {"llama-bpe", PRETOK_LLAMA3},
+    {"smaug-bpe", PRETOK_LLAMA3},    {"dbrx", PRETOK_LLAMA3},         {"chatglm-bpe", PRETOK_LLAMA3},
+    {"glm4", PRETOK_LLAMA3},         {"falcon3", PRETOK_LLAMA3},      {"falcon-h1", PRETOK_LLAMA3},
+    {"pixtral", PRETOK_LLAMA3},      {"midm-2.0", PRETOK_LLAMA3},     {"lfm2", PRETOK_LLAMA3},
+    {"qwen2", PRETOK_QWEN2},         {"qwen", PRETOK_QWEN2},          {"deepseek-r1-qwen", PRETOK_QWEN2},
+    {"stablelm2", PRETOK_QWEN2},     {"megrez", PRETOK_QWEN2},        {"hunyuan", PRETOK_QWEN2},
+    {"solar-open", PRETOK_QWEN2},    {"kormo", PRETOK_QWEN2},
+    {"gpt-4o", PRETOK_GPT4O},        {"llama4", PRETOK_GPT4O},        {"minimax-m2", PRETOK_GPT4O},
+    {"kanana2", PRETOK_GPT4O},       {"talkie", PRETOK_GPT4O},        {"tekken", PRETOK_TEKKEN},
+    {"deepseek-llm", PRETOK_DEEPSEEK_LLM}, {"deepseek-coder", PRETOK_DEEPSEEK_CODER},
+    {"deepseek-v3", PRETOK_DEEPSEEK_V3},   {"hunyuan-dense", PRETOK_DEEPSEEK_V3},
+    {"joyai-llm", PRETOK_DEEPSEEK_V3},     {"hy_v4", PRETOK_DEEPSEEK_V3},
+    {"falcon", PRETOK_FALCON},       {"bloom", PRETOK_BLOOM},         {"poro-chat", PRETOK_BLOOM},
+    {"gpt3-finnish", PRETOK_BLOOM},  {"viking", PRETOK_VIKING},
+};
+
+static const struct {
+    const char *name;
+    enum tok_model model;
+} k_models[] = {
+    {"gpt2", TOKMODEL_BPE},
+    {"llama", TOKMODEL_SPM},
+    {"bert", TOKMODEL_WPM},
 };
 
 /* Control tokens that end a turn in common chat formats. */
@@ -110,6 +159,19 @@ static int32_t get_id(const struct gguf *g, const char *key, int32_t n_vocab) {
     return (int32_t)v;
 }
 
+/* The token id at key into *id (-1 if the key is absent); KVIK_ERR_FORMAT
+ * if it is present but not an integer naming a token. */
+static kvik_status get_id_strict(const struct gguf *g, const char *key, int32_t n_vocab,
+                                 int32_t *id, struct kvik_err *err) {
+    *id = -1;
+    int64_t k = gguf_find_key(g, key), v;
+    if (k < 0) return KVIK_OK;
+    if (!gguf_value_to_i64(gguf_kv_value(g, k), &v) || v < 0 || v >= n_vocab)
+        return err_set(err, KVIK_ERR_FORMAT, "%s: not a token id (n_vocab %d)", key, n_vocab);
+    *id = (int32_t)v;
+    return KVIK_OK;
+}
+
 static bool get_flag(const struct gguf *g, const char *key, bool dflt) {
     bool v;
     return gguf_get_bool(g, key, &v, NULL) == KVIK_OK ? v : dflt;
@@ -121,11 +183,13 @@ static int cmp_special(const void *pa, const void *pb) {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Decoded bytes of token id (text t[0..n)) into out (>= n bytes); returns
- * their count. Normal tokens map each character back to its byte (a
- * character outside the alphabet is kept as UTF-8); byte tokens "<0xAB>"
- * give that byte; the rest give their text. */
-static size_t decode_text(int type, const char *t, size_t n, uint8_t *out) {
+/* Decoded bytes of token id (text t[0..n)) into out (>= n + 1 bytes);
+ * returns their count. Normal tokens of a gpt2 vocabulary map each
+ * character back to its byte (a character outside the alphabet is kept as
+ * UTF-8), those of llama and bert turn "▁" into a space; byte tokens
+ * "<0xAB>" give that byte; the rest give their text, which in a bert
+ * vocabulary (as bracketed normal tokens do) takes a leading space. */
+static size_t decode_text(enum tok_model model, int type, const char *t, size_t n, uint8_t *out) {
     if (type == TOKEN_TYPE_BYTE && n == 6 && memcmp(t, "<0x", 3) == 0 && t[5] == '>') {
         char hex[3] = {t[3], t[4], 0};
         char *end;
@@ -135,11 +199,29 @@ static size_t decode_text(int type, const char *t, size_t n, uint8_t *out) {
             return 1;
         }
     }
-    if (type != TOKEN_TYPE_NORMAL && type != TOKEN_TYPE_UNDEFINED) {
-        memcpy(out, t, n);
+    bool normal = type == TOKEN_TYPE_NORMAL || type == TOKEN_TYPE_UNDEFINED;
+    size_t o = 0;
+    if (model == TOKMODEL_WPM && (!normal || (n >= 2 && t[0] == '[' && t[n - 1] == ']'))) {
+        out[o++] = ' '; /* a word of its own */
+        if (n) memcpy(out + o, t, n);
+        return o + n;
+    }
+    if (!normal) {
+        if (n) memcpy(out, t, n);
         return n;
     }
-    size_t o = 0;
+    if (model != TOKMODEL_BPE) {
+        for (size_t i = 0; i < n; i++) {
+            if (i + 2 < n && (uint8_t)t[i] == 0xE2 && (uint8_t)t[i + 1] == 0x96 &&
+                (uint8_t)t[i + 2] == 0x81) {
+                out[o++] = ' ';
+                i += 2;
+            } else {
+                out[o++] = (uint8_t)t[i];
+            }
+        }
+        return o;
+    }
     for (size_t i = 0; i < n;) {
         struct ucp u = utf8_decode((const uint8_t *)t + i, n - i);
         int b = (u.cp & UCP_INVALID) ? -1 : cp_to_byte(u.cp);
@@ -155,8 +237,13 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     kvik_status st;
     struct gguf_str model, pre = {"default", 7};
     if ((st = gguf_get_str(g, "tokenizer.ggml.model", &model, err)) != KVIK_OK) return st;
-    if (model.len != 4 || memcmp(model.ptr, "gpt2", 4) != 0)
-        return err_set(err, KVIK_ERR_UNSUPPORTED, "tokenizer model \"%.*s\" is not supported (only gpt2)",
+    int mk = -1;
+    for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
+        if (strlen(k_models[i].name) == model.len && memcmp(k_models[i].name, model.ptr, model.len) == 0)
+            mk = (int)k_models[i].model;
+    if (mk < 0)
+        return err_set(err, KVIK_ERR_UNSUPPORTED,
+                       "tokenizer model \"%.*s\" is not supported (gpt2, llama, bert)",
                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
     if (gguf_find_key(g, "tokenizer.ggml.pre") >= 0 &&
         (st = gguf_get_str(g, "tokenizer.ggml.pre", &pre, err)) != KVIK_OK)
@@ -165,11 +252,13 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     for (size_t i = 0; i < sizeof k_pretoks / sizeof k_pretoks[0]; i++)
         if (strlen(k_pretoks[i].name) == pre.len && memcmp(k_pretoks[i].name, pre.ptr, pre.len) == 0)
             kind = (int)k_pretoks[i].kind;
-    if (kind < 0)
+    if (kind < 0 && mk == TOKMODEL_BPE)
         return err_set(err, KVIK_ERR_UNSUPPORTED, "tokenizer pre-tokenizer \"%.*s\" is not supported",
                        (int)(pre.len > 64 ? 64 : pre.len), pre.ptr);
 
-    const struct gguf_value *tokens, *types = NULL, *merges = NULL;
+    const struct gguf_value *tokens, *types = NULL, *merges = NULL, *scores = NULL;
+    if (gguf_find_key(g, "tokenizer.ggml.tokens") < 0)
+        return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.tokens is missing");
     if ((st = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tokens, err)) != KVIK_OK)
         return st;
     uint64_t nv = gguf_arr_len(tokens);
@@ -183,16 +272,25 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
             return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.token_type: want %llu int32s",
                            (unsigned long long)nv);
     }
-    if (gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
+    if (mk == TOKMODEL_BPE && gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
         (st = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err)) != KVIK_OK)
         return st;
+    if (mk == TOKMODEL_SPM) {
+        if (gguf_find_key(g, "tokenizer.ggml.scores") < 0)
+            return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.scores is missing (llama vocabulary)");
+        if (gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, err) != KVIK_OK ||
+            gguf_arr_type(scores) != GGUF_TYPE_FLOAT32 || gguf_arr_len(scores) != nv)
+            return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.scores: want %llu float32s",
+                           (unsigned long long)nv);
+    }
     uint64_t nm = merges ? gguf_arr_len(merges) : 0;
 
     struct tokenizer *tok = calloc(1, sizeof *tok);
     int32_t *type32 = NULL;
     if (!tok) return err_set(err, KVIK_ERR_NOMEM, "tokenizer: out of memory");
     tok->n_vocab = (int32_t)nv;
-    tok->pretok = (enum pretok_kind)kind;
+    tok->model = (enum tok_model)mk;
+    tok->pretok = kind >= 0 ? (enum pretok_kind)kind : PRETOK_GPT2; /* gpt2 only */
     snprintf(tok->pre_name, sizeof tok->pre_name, "%.*s", (int)pre.len, pre.ptr);
 
     /* token texts and types */
@@ -207,9 +305,15 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->vocab_mask = table_size(nv) - 1;
     tok->vocab = malloc((tok->vocab_mask + 1) * sizeof *tok->vocab);
     type32 = malloc(nv * sizeof *type32);
+    if (scores) tok->scores = malloc(nv * sizeof *tok->scores);
     if (!tok->text || !tok->text_off || !tok->piece || !tok->piece_off || !tok->type ||
-        !tok->flags || !tok->vocab || !type32)
+        !tok->flags || !tok->vocab || !type32 || (scores && !tok->scores))
         goto nomem;
+    if (scores) {
+        gguf_arr_copy(scores, tok->scores, nv * sizeof *tok->scores);
+        for (uint64_t i = 0; i < nv; i++)
+            if (isnan(tok->scores[i])) tok->scores[i] = -INFINITY;
+    }
     if (types) {
         gguf_arr_copy(types, type32, nv * sizeof *type32);
     } else {
@@ -227,7 +331,8 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         tok->text[off + s.len] = 0;
         off += s.len + 1;
         tok->piece_off[i] = poff;
-        poff += decode_text(t, s.ptr ? s.ptr : "", s.len, tok->piece + poff);
+        poff += decode_text(tok->model, t, s.ptr ? s.ptr : "", s.len, tok->piece + poff);
+        if (s.len > tok->max_text) tok->max_text = s.len;
         if (poff - tok->piece_off[i] > tok->max_piece) tok->max_piece = poff - tok->piece_off[i];
         if ((t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED) && s.len > 0) n_specials++;
     }
@@ -244,10 +349,11 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         tok->vocab[j] = (int32_t)i;
     }
 
-    /* single bytes */
+    /* single bytes: byte-level characters, or "<0xAB>" byte tokens */
     for (int b = 0; b < 256; b++) {
-        uint8_t u[4];
-        int n = utf8_encode(byte_to_cp((uint8_t)b), u);
+        uint8_t u[8];
+        int n = tok->model == TOKMODEL_BPE ? utf8_encode(byte_to_cp((uint8_t)b), u)
+                                           : snprintf((char *)u, sizeof u, "<0x%02X>", b);
         tok->byte_tok[b] = vocab_find2(tok, (const char *)u, (size_t)n, "", 0);
     }
 
@@ -285,12 +391,29 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
 
     /* special ids and flags */
     int32_t n = tok->n_vocab;
-    tok->bos = get_id(g, "tokenizer.ggml.bos_token_id", n);
-    tok->eos = get_id(g, "tokenizer.ggml.eos_token_id", n);
-    tok->unk = get_id(g, "tokenizer.ggml.unknown_token_id", n);
+    if (tok->model == TOKMODEL_BPE) {
+        tok->bos = get_id(g, "tokenizer.ggml.bos_token_id", n);
+        tok->eos = get_id(g, "tokenizer.ggml.eos_token_id", n);
+        tok->unk = get_id(g, "tokenizer.ggml.unknown_token_id", n);
+    } else {
+        bool bert = tok->model == TOKMODEL_WPM;
+        if ((st = get_id_strict(g, "tokenizer.ggml.bos_token_id", n, &tok->bos, err)) ||
+            (st = get_id_strict(g, "tokenizer.ggml.eos_token_id", n, &tok->eos, err)) ||
+            (st = get_id_strict(g, "tokenizer.ggml.unknown_token_id", n, &tok->unk, err)) ||
+            (bert && tok->bos < 0 &&
+             (st = get_id_strict(g, "tokenizer.ggml.cls_token_id", n, &tok->bos, err))) ||
+            (bert && tok->eos < 0 &&
+             (st = get_id_strict(g, "tokenizer.ggml.seperator_token_id", n, &tok->eos, err))))
+            goto fail;
+    }
     tok->pad = get_id(g, "tokenizer.ggml.padding_token_id", n);
-    tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", false);
-    tok->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", false);
+    tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", tok->model != TOKMODEL_BPE);
+    bool eos_dflt = tok->model == TOKMODEL_WPM && get_flag(g, "tokenizer.ggml.add_sep_token", true);
+    tok->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", eos_dflt);
+    tok->space_prefix =
+        tok->model == TOKMODEL_SPM && get_flag(g, "tokenizer.ggml.add_space_prefix", true);
+    tok->strip_lead_space = tok->space_prefix || tok->model == TOKMODEL_WPM;
+    tok->spm_words = tok->model == TOKMODEL_SPM && spm_words_split(tok);
     int32_t eot = get_id(g, "tokenizer.ggml.eot_token_id", n);
     int32_t eom = get_id(g, "tokenizer.ggml.eom_token_id", n);
     if (tok->eos >= 0) tok->flags[tok->eos] |= TOKFLAG_EOG;
@@ -327,6 +450,10 @@ nomem:
     tokenizer_free(tok);
     return err_set(err, KVIK_ERR_NOMEM, "tokenizer: out of memory (%llu tokens)",
                    (unsigned long long)nv);
+fail:
+    free(type32);
+    tokenizer_free(tok);
+    return st;
 }
 
 void tokenizer_free(struct tokenizer *tok) {
@@ -340,6 +467,7 @@ void tokenizer_free(struct tokenizer *tok) {
     free(tok->vocab);
     free(tok->merges);
     free(tok->specials);
+    free(tok->scores);
     free(tok);
 }
 
@@ -391,17 +519,70 @@ int64_t tokenizer_decode_piece(const struct tokenizer *tok, int32_t id, char *bu
     return (int64_t)n;
 }
 
-int64_t tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, int64_t n, char *buf,
-                         size_t len, bool render_special) {
+/* Python's s.replace(from, to) in place on s[0..n) (to no longer than
+ * from: left to right, matches do not overlap); returns the new length. */
+static size_t replace_all(uint8_t *s, size_t n, const char *from, const char *to) {
+    size_t nf = strlen(from), nt = strlen(to), o = 0;
+    for (size_t i = 0; i < n;) {
+        if (i + nf <= n && memcmp(s + i, from, nf) == 0) {
+            memcpy(s + o, to, nt);
+            o += nt;
+            i += nf;
+        } else {
+            s[o++] = s[i++];
+        }
+    }
+    return o;
+}
+
+/* Hugging Face's clean_up_tokenization (WordPiece decoding), in its order. */
+static size_t cleanup_spaces(uint8_t *s, size_t n) {
+    static const char *const k_rules[][2] = {
+        {" .", "."},     {" ?", "?"},     {" !", "!"},     {" ,", ","},       {" ' ", "'"},
+        {" n't", "n't"}, {" 'm", "'m"},   {" 's", "'s"},   {" 've", "'ve"},   {" 're", "'re"},
+    };
+    for (size_t r = 0; r < sizeof k_rules / sizeof k_rules[0]; r++)
+        n = replace_all(s, n, k_rules[r][0], k_rules[r][1]);
+    return n;
+}
+
+/* Concatenated pieces of ids[0..n) into buf (len bytes, or a measuring
+ * run), the first piece without its leading space when the vocabulary
+ * wants that; returns the full length or KVIK_ERR_INVALID_ARG. */
+static int64_t join_pieces(const struct tokenizer *tok, const int32_t *ids, int64_t n, uint8_t *buf,
+                           size_t len, bool render_special) {
     size_t o = 0;
+    bool strip = tok->strip_lead_space;
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= tok->n_vocab) return KVIK_ERR_INVALID_ARG;
         size_t pn;
         const uint8_t *p = piece_of(tok, ids[i], render_special, &pn);
+        if (strip && pn > 0) {
+            if (p[0] == ' ') {
+                p++;
+                pn--;
+            }
+            strip = false;
+        }
         if (o < len) memcpy(buf + o, p, pn < len - o ? pn : len - o);
         o += pn;
     }
     return (int64_t)o;
+}
+
+int64_t tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, int64_t n, char *buf,
+                         size_t len, bool render_special) {
+    if (tok->model != TOKMODEL_WPM) return join_pieces(tok, ids, n, (uint8_t *)buf, len, render_special);
+    /* WordPiece: the clean-up needs the whole text */
+    int64_t full = join_pieces(tok, ids, n, NULL, 0, render_special);
+    if (full <= 0) return full;
+    uint8_t *tmp = malloc((size_t)full);
+    if (!tmp) return KVIK_ERR_NOMEM;
+    join_pieces(tok, ids, n, tmp, (size_t)full, render_special);
+    size_t m = cleanup_spaces(tmp, (size_t)full);
+    if (len) memcpy(buf, tmp, m < len ? m : len);
+    free(tmp);
+    return (int64_t)m;
 }
 
 /* ---- streaming ---------------------------------------------------------- */
@@ -480,6 +661,13 @@ int64_t detok_push(struct detok_stream *st, int32_t id, char *out, size_t cap) {
     if (id < 0 || id >= tok->n_vocab || cap < detok_min_cap(tok)) return KVIK_ERR_INVALID_ARG;
     size_t pn;
     const uint8_t *p = piece_of(tok, id, st->render_special, &pn);
+    if (pn > 0 && st->strip_space) {
+        if (p[0] == ' ') {
+            p++;
+            pn--;
+        }
+        st->strip_space = false;
+    }
     if (pn == 0) return 0;
     size_t o = 0;
     if (st->n_held) {

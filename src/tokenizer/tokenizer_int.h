@@ -1,7 +1,8 @@
 /*
  * tokenizer_int.h — the layout of a loaded tokenizer, shared by the
  * tokenizer module's files (tokenizer.c: loading, lookups, decoding;
- * bpe.c: encoding; pretok.c: pre-tokenizer scanners). Not for other modules.
+ * bpe.c: encoding; pretok.c: pre-tokenizer scanners; spm.c: SentencePiece
+ * BPE; wordpiece.c: WordPiece). Not for other modules.
  *
  * Everything lives in a few owned arrays built once by tokenizer_load and
  * read-only afterwards:
@@ -10,16 +11,30 @@
  *   piece[piece_off[i] .. piece_off[i+1])  the raw bytes token i decodes to
  *   vocab: open-addressing hash, text -> id (linear probing, -1 = empty)
  *   merges: open-addressing hash, (left id, right id) -> (rank, merged id)
+ *           (byte-level BPE only)
+ *   scores: [n_vocab] SentencePiece piece scores (llama only)
  */
 #ifndef KVIK_TOKENIZER_INT_H
 #define KVIK_TOKENIZER_INT_H
 
 #include "tokenizer/tokenizer.h"
 
-/* Pre-tokenizers: how text is cut into words before BPE. */
+/* Pre-tokenizers: how text is cut into words before BPE (pretok*.c, where
+ * each one's patterns are written out). */
 enum pretok_kind {
-    PRETOK_GPT2,      /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
-    PRETOK_STARCODER, /* every \p{N} alone, then PRETOK_GPT2 on the text between */
+    PRETOK_GPT2,           /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+    PRETOK_STARCODER,      /* every \p{N} alone, then PRETOK_GPT2 on the text between */
+    PRETOK_LLAMA3,         /* cl100k: (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
+    PRETOK_QWEN2,          /* the same with \p{N} (single digits) */
+    PRETOK_GPT4O,          /* o200k: case-aware letter runs, \p{N}{1,3} */
+    PRETOK_TEKKEN,         /* o200k without contractions, \p{N} */
+    PRETOK_DEEPSEEK_LLM,   /* [\r\n] > cased letters > punctuation > \s+$ > CJK > digits */
+    PRETOK_DEEPSEEK_CODER, /* [\r\n] > \s?\p{L}+ > \s?\p{P}+ > CJK > digits */
+    PRETOK_DEEPSEEK_V3,    /* \p{N}{1,3} > CJK and kana > letters / punctuation / spaces */
+    PRETOK_FALCON,         /* punctuation runs > GPT-2 > digit runs > [0-9]{3} */
+    PRETOK_BLOOM,          /* " ?[^(\s|[.,!?…。，、।۔،])]+" */
+    PRETOK_VIKING,         /* BLOOM's, then every \p{N} alone */
+    PRETOK_COUNT
 };
 
 /* Called once per word, in order: bytes [start, end) of the text given to
@@ -29,6 +44,13 @@ typedef bool (*pretok_emit_fn)(void *ctx, size_t start, size_t end);
 /* Splits s[0..n) into words; false if emit stopped it. */
 bool pretok_split(enum pretok_kind kind, const uint8_t *s, size_t n, pretok_emit_fn emit,
                   void *ctx);
+
+/* Vocabulary kinds: tokenizer.ggml.model. */
+enum tok_model {
+    TOKMODEL_BPE, /* "gpt2": byte-level BPE, merges by rank (bpe.c) */
+    TOKMODEL_SPM, /* "llama": SentencePiece BPE, merges by piece score, byte fallback (spm.c) */
+    TOKMODEL_WPM, /* "bert": WordPiece, greedy longest match (wordpiece.c) */
+};
 
 #define TOKFLAG_EOG 1u /* ends generation */
 
@@ -62,7 +84,16 @@ struct tokenizer {
     uint64_t merge_mask;
     int64_t n_merges;        /* entries in the table */
 
-    int32_t byte_tok[256];   /* token of each single byte (byte-level char), or -1 */
+    int32_t byte_tok[256];   /* token of each single byte (gpt2: byte-level char;
+                                llama, bert: "<0xAB>" byte token), or -1 */
+    enum tok_model model;
+    float *scores;           /* [n_vocab] llama piece scores (NaN read as -inf); else NULL */
+    bool space_prefix;       /* llama: "▁" before each stretch of text (add_space_prefix) */
+    bool spm_words;          /* llama: no token has a "▁" after another character, so
+                                words merge apart (spm_words_split) */
+    bool strip_lead_space;   /* decoding drops one leading space of the text (llama with
+                                space_prefix; bert, whose word pieces carry a leading space) */
+    size_t max_text;         /* longest token text, bytes */
 
     struct special_tok *specials; /* [n_specials], longest first */
     int32_t n_specials;
@@ -72,7 +103,31 @@ struct tokenizer {
     char pre_name[64];
     int32_t bos, eos, unk, pad;
     bool add_bos, add_eos;
+    uint64_t cache_uid;      /* identity in the per-thread word caches (bpe.c): 0 until the
+                                first encode gives it one; loaders must leave it zero */
 };
+
+/* Appends id to out[0..max) at *count (counting past max, like snprintf). */
+static inline void tok_put(int32_t *out, int64_t max, int64_t *count, int32_t id) {
+    if (*count < max) out[*count] = id;
+    (*count)++;
+}
+
+/* Encoders of a stretch of text between special tokens, s[0..n) with n >
+ * 0: ids are appended with tok_put. false: out of memory (or a stretch too
+ * long to index, over 256 MiB). */
+bool spm_encode(const struct tokenizer *tok, const uint8_t *s, size_t n, int32_t *out,
+                int64_t max, int64_t *count);
+bool wpm_encode(const struct tokenizer *tok, const uint8_t *s, size_t n, int32_t *out,
+                int64_t max, int64_t *count);
+/* True if every token's "▁"s lead its text (spm.c; run once by the loader). */
+bool spm_words_split(const struct tokenizer *tok);
+
+/* WordPiece's normalizer and punctuation test (wordpiece.c), for the
+ * tests: the normalized text of s[0..n) as UTF-8, snprintf-style into
+ * out[0..cap); negative KVIK_ERR_NOMEM. */
+int64_t wpm_normalize(const uint8_t *s, size_t n, char *out, size_t cap);
+bool wpm_is_punct(uint32_t cp);
 
 /* Merge of (left, right), or NULL if the pair never merges. */
 static inline const struct merge_slot *merge_find(const struct tokenizer *tok, int32_t left,
