@@ -6,6 +6,9 @@
  */
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -66,6 +69,47 @@ uint64_t test_rand_u64(uint64_t *s) {
 float test_rand_uniform(uint64_t *s, float lo, float hi) {
     double u = (double)(test_rand_u64(s) >> 11) * (1.0 / 9007199254740992.0);
     return (float)(lo + (hi - lo) * u);
+}
+
+char *test_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    *len = 0;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    *len = (size_t)n;
+    return buf;
+}
+
+int test_run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len) {
+    static int serial;
+    char errpath[128];
+    snprintf(errpath, sizeof errpath, "/tmp/kvik-test-%d-%d.err", (int)getpid(), serial++);
+    size_t cap = strlen(args) + strlen(test_env("KVIK_BIN")) + sizeof errpath + 16;
+    char *cmd = malloc(cap);
+    if (!cmd) return -1;
+    snprintf(cmd, cap, "'%s' %s 2>%s", test_env("KVIK_BIN"), args, errpath);
+    FILE *p = popen(cmd, "r");
+    free(cmd);
+    if (!p) return -1;
+    size_t n = fread(out, 1, out_len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    FILE *e = fopen(errpath, "r");
+    size_t m = e ? fread(errbuf, 1, err_len - 1, e) : 0;
+    errbuf[m] = 0;
+    if (e) fclose(e);
+    remove(errpath);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static bool selected(const char *name, int argc, char **argv) {

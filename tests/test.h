@@ -34,6 +34,15 @@ const char *test_env(const char *name);
  * and returns NULL when it is not there (`make model` fetches it). */
 const char *test_default_model(char *buf, size_t len);
 
+/* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it
+ * cannot be read. */
+char *test_slurp(const char *path, size_t *len);
+
+/* Runs `$KVIK_BIN ARGS` (shell words): stdout into out, stderr into errbuf
+ * (both NUL-terminated, cut to their sizes); returns the exit status, -1 if
+ * it died of a signal. */
+int test_run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len);
+
 /* Deterministic random numbers for tests (xorshift64*). */
 uint64_t test_rand_u64(uint64_t *state);
 float test_rand_uniform(uint64_t *state, float lo, float hi);

@@ -11,25 +11,6 @@
 #include "test.h"
 #include "tools/bench.h"
 
-/* Runs `kvik ARGS`, capturing stdout and stderr; returns the exit status
- * (or -1 if it died of a signal). */
-static int run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len) {
-    char cmd[2048], errpath[64];
-    snprintf(errpath, sizeof errpath, "/tmp/kvik-cli-test-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>%s", test_env("KVIK_BIN"), args, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_len - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    FILE *e = fopen(errpath, "r");
-    size_t m = e ? fread(errbuf, 1, err_len - 1, e) : 0;
-    errbuf[m] = 0;
-    if (e) fclose(e);
-    remove(errpath);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int count_lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -47,7 +28,7 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        int st = run_kvik(bad[i], out, sizeof out, err, sizeof err);
+        int st = test_run_kvik(bad[i], out, sizeof out, err, sizeof err);
         CHECK_MSG(st == 2, "kvik %s: exit %d, want 2", bad[i], st);
         if (bad[i][0]) /* bare `kvik` prints its usage */
             CHECK_MSG(count_lines(err) == 1, "kvik %s: stderr has %d lines: %s", bad[i], count_lines(err), err);
@@ -58,31 +39,31 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
 TEST(cli_run_errors_are_one_line) {
     char out[4096], err[4096];
     /* a missing model, a missing prompt file: exit 1, one line */
-    CHECK_EQ_INT(run_kvik("run -m /nonexistent.gguf -p hi", out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik("run -m /nonexistent.gguf -p hi", out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(count_lines(err), 1);
     CHECK(strstr(err, "not found") != NULL);
-    CHECK_EQ_INT(run_kvik("run -m /nonexistent.gguf -f /nonexistent.txt", out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik("run -m /nonexistent.gguf -f /nonexistent.txt", out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(count_lines(err), 1);
     /* a vocabulary-only file is not a model */
     char args[4200];
     snprintf(args, sizeof args, "run -m '%s/vocab/ggml-vocab-gpt-2.gguf' -p hi", test_env("KVIK_FIXTURES"));
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(count_lines(err), 1);
 }
 
 TEST(cli_help_and_version) {
     char out[4096], err[4096];
-    CHECK_EQ_INT(run_kvik("--help", out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik("--help", out, sizeof out, err, sizeof err), 0);
     CHECK(strstr(out, "usage: kvik") != NULL);
-    CHECK_EQ_INT(run_kvik("--version", out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik("--version", out, sizeof out, err, sizeof err), 0);
     CHECK(strncmp(out, "kvik 0.", 7) == 0);
-    CHECK_EQ_INT(run_kvik("bench --help", out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik("bench --help", out, sizeof out, err, sizeof err), 0);
     CHECK(strstr(out, "kvik bench kernels") != NULL);
 }
 
 TEST(cli_bench_json_has_requested_types) {
     char out[8192], err[4096];
-    int st = run_kvik("bench kernels --quick --reps 1 -t 1 --types q4_0,q4_k --json", out, sizeof out, err,
+    int st = test_run_kvik("bench kernels --quick --reps 1 -t 1 --types q4_0,q4_k --json", out, sizeof out, err,
                       sizeof err);
     REQUIRE(st == 0);
     CHECK_EQ_INT(count_lines(out), 1);
@@ -111,7 +92,7 @@ TEST(cli_bench_offline_json) {
     if (!model) return;
     char out[8192], err[4096], args[4200];
     snprintf(args, sizeof args, "bench offline -m '%s' -p 24 -n 5 -r 3 -t 1 --json", model);
-    REQUIRE(run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
     CHECK_EQ_INT(count_lines(out), 1);
     CHECK(strstr(out, "\"model\":\"SmolLM2-135M-Instruct.Q4_1.gguf\"") != NULL);
     CHECK(json_num(out, "threads") == 1 && json_num(out, "n_prompt") == 24 && json_num(out, "n_gen") == 5);
@@ -124,7 +105,7 @@ TEST(cli_bench_offline_json) {
     CHECK(fabs(gbs - tg * bytes / 1e9) <= 0.01 * gbs + 0.002);
     /* -p 0 skips the prefill test */
     snprintf(args, sizeof args, "bench offline -m '%s' -p 0 -n 2 -r 1 -t 1 --json", model);
-    REQUIRE(run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
     CHECK(json_num(out, "pp_tok_s") == 0 && json_num(out, "tg_tok_s") > 0);
 }
 

@@ -20,25 +20,6 @@
 #include "tokenizer/tokenizer_int.h"
 #include "tokenizer/unicode.h"
 
-/* ---- helpers ------------------------------------------------------------------ */
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Piece lengths of one split. */
 struct pieces {
     size_t *len;
@@ -123,7 +104,7 @@ static bool corpus_load(struct corpus *c) {
     char path[4096];
     snprintf(path, sizeof path, "%s/pretok/corpus.txt", test_env("KVIK_TEST_DATA"));
     size_t len;
-    c->file = slurp(path, &len);
+    c->file = test_slurp(path, &len);
     if (!c->file) {
         test_fail(__FILE__, __LINE__, "cannot read %s", path);
         return false;
@@ -186,7 +167,7 @@ static int check_golden(const struct corpus *c, const char *file) {
     char path[4096];
     snprintf(path, sizeof path, "%s/pretok/%s.txt", test_env("KVIK_TEST_DATA"), file);
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = test_slurp(path, &len);
     if (!text) {
         test_fail(__FILE__, __LINE__, "cannot read %s", path);
         return -1;

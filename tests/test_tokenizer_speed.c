@@ -27,23 +27,6 @@ static const char *const k_vocabs[] = {
 };
 #define N_VOCABS ((int)(sizeof k_vocabs / sizeof k_vocabs[0]))
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = buf ? (size_t)n : 0;
-    return buf;
-}
-
 /* The fixture's tokenizer, or NULL (quietly) if the vocabulary is absent or
  * of a kind this build does not load. */
 static struct tokenizer *load_vocab(const char *name) {
@@ -61,7 +44,7 @@ static int load_strings(const char *name, char **buf, const char **str, size_t *
     char path[4096];
     size_t n;
     snprintf(path, sizeof path, "%s/vocab/%s.gguf.inp", test_env("KVIK_FIXTURES"), name);
-    *buf = slurp(path, &n);
+    *buf = test_slurp(path, &n);
     if (!*buf) return 0;
     static const char sep[] = "\n__ggml_vocab_test__\n";
     int k = 0;
@@ -427,25 +410,6 @@ TEST(speed_batch_equals_one_by_one) {
 
 /* ---- the commands ------------------------------------------------------------- */
 
-/* Runs `kvik ARGS` (shell words), stdout into out, stderr into errbuf;
- * returns the exit status (-1 if killed). */
-static int run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len) {
-    char cmd[8192], errpath[64];
-    snprintf(errpath, sizeof errpath, "/tmp/kvik-tokspeed-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>%s", test_env("KVIK_BIN"), args, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_len - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    FILE *e = fopen(errpath, "r");
-    size_t m = e ? fread(errbuf, 1, err_len - 1, e) : 0;
-    errbuf[m] = 0;
-    if (e) fclose(e);
-    remove(errpath);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int lines(const char *s) {
     int n = 0;
     for (; *s; s++) n += *s == '\n';
@@ -461,17 +425,17 @@ TEST(speed_cli_tokenize_detokenize) {
     }
     /* ids from the fixture's golden data: "Hello world" -> 15496 995 */
     snprintf(args, sizeof args, "tokenize -m '%s' -p 'Hello world'", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "15496 995\n");
     snprintf(args, sizeof args, "tokenize -m '%s' -p ' Hello, world!'", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "18435 11 995 0\n");
     snprintf(args, sizeof args, "tokenize -m '%s' -p ''", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "\n");
     /* --pieces: one token a line, escaped */
     snprintf(args, sizeof args, "tokenize -m '%s' --pieces -p \"$(printf ' it'\\''s\\tok\\n\\360\\237\\246\\231')\"", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK(strstr(out, "\t' it'\n") != NULL);
     CHECK(strstr(out, "\t'\\'s'\n") != NULL);
     CHECK(strstr(out, "\t'\\t'\n") != NULL || strstr(out, "'\\tok'") != NULL);
@@ -484,36 +448,36 @@ TEST(speed_cli_tokenize_detokenize) {
     fputs("Hello world", f);
     fclose(f);
     snprintf(args, sizeof args, "tokenize -m '%s' -f '%s'", vocab, path);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "15496 995\n");
     remove(path);
     /* detokenize: separate, quoted and comma-separated ids */
     snprintf(args, sizeof args, "detokenize -m '%s' 15496 995", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "Hello world\n");
     snprintf(args, sizeof args, "detokenize -m '%s' '18435 11 995,0'", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, " Hello, world!\n");
     /* round trip through a pipe */
     snprintf(args, sizeof args, "tokenize -m '%s' -p 'naïve café 日本語' | '%s' detokenize -m '%s' -", vocab,
              test_env("KVIK_BIN"), vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "naïve café 日本語\n");
 
     /* special tokens: plain text unless --parse-special; BOS/EOS only with --add-special */
     char sc[4096];
     snprintf(sc, sizeof sc, "%s/vocab/ggml-vocab-starcoder.gguf", test_env("KVIK_FIXTURES"));
     snprintf(args, sizeof args, "tokenize -m '%s' --parse-special -p 'a<|endoftext|>b'", sc);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "102 0 103\n");
     snprintf(args, sizeof args, "tokenize -m '%s' -p 'a<|endoftext|>b'", sc);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK(strstr(out, " 0 ") == NULL && lines(out) == 1 && strlen(out) > 8);
     snprintf(args, sizeof args, "detokenize -m '%s' 102 0 103", sc);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "a<|endoftext|>b\n");
     snprintf(args, sizeof args, "detokenize -m '%s' --skip-special 102 0 103", sc);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
     CHECK_STR(out, "ab\n");
 
     /* bad arguments: exit 2, one line on stderr, nothing on stdout */
@@ -525,19 +489,19 @@ TEST(speed_cli_tokenize_detokenize) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char a[8192];
         snprintf(a, sizeof a, bad[i], vocab);
-        int st = run_kvik(a, out, sizeof out, err, sizeof err);
+        int st = test_run_kvik(a, out, sizeof out, err, sizeof err);
         CHECK_MSG(st == 2, "kvik %s: exit %d, want 2", bad[i], st);
         CHECK_MSG(lines(err) == 1, "kvik %s: stderr has %d lines: %s", bad[i], lines(err), err);
         CHECK_MSG(out[0] == 0, "kvik %s: wrote to stdout", bad[i]);
     }
     /* runtime errors: exit 1, one line */
-    CHECK_EQ_INT(run_kvik("tokenize -m /nonexistent.gguf -p x", out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik("tokenize -m /nonexistent.gguf -p x", out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(lines(err), 1);
     snprintf(args, sizeof args, "tokenize -m '%s' -f /nonexistent.txt", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(lines(err), 1);
     snprintf(args, sizeof args, "tokenize -m '%s.inp' -p x", vocab); /* not a GGUF */
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(lines(err), 1);
 }
 
@@ -611,7 +575,7 @@ TEST(speed_bench_tokenizer_json) {
     }
     char args[8192], out[16384], err[4096];
     snprintf(args, sizeof args, "bench tokenizer -m '%s' -f '%s' -t 2 -r 1 --json --no-peer", vocab, path);
-    int st = run_kvik(args, out, sizeof out, err, sizeof err);
+    int st = test_run_kvik(args, out, sizeof out, err, sizeof err);
     remove(path);
     CHECK_MSG(st == 0, "exit %d: %s", st, err);
     CHECK_EQ_INT(lines(out), 1);
@@ -633,10 +597,10 @@ TEST(speed_bench_tokenizer_json) {
     CHECK(fc && json_num(fc, "load_ms") > 0 && json_num(fc, "first_ms") > 0 && json_num(fc, "process_ms") > 0);
     CHECK(strstr(out, "\"peer\":null") != NULL);
     /* bad arguments */
-    CHECK_EQ_INT(run_kvik("bench tokenizer -t 2", out, sizeof out, err, sizeof err), 2);
+    CHECK_EQ_INT(test_run_kvik("bench tokenizer -t 2", out, sizeof out, err, sizeof err), 2);
     CHECK_EQ_INT(lines(err), 1);
     snprintf(args, sizeof args, "bench tokenizer -m '%s' -f /nonexistent.txt --no-peer", vocab);
-    CHECK_EQ_INT(run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 1);
     CHECK_EQ_INT(lines(err), 1);
     tokbench_corpus_free(&c);
     tokenizer_free(tok);

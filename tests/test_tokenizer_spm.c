@@ -20,25 +20,6 @@
 #include "tokenizer/unicode.h"
 #include "tokenizer/unicode_norm.h"
 
-/* ---- helpers ------------------------------------------------------------------ */
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = buf ? (size_t)n : 0;
-    return buf;
-}
-
 /* The fixture vocabulary NAME.gguf; NULL (test skipped) without fixtures. */
 static struct tokenizer *load_vocab(const char *name) {
     char path[4096];
@@ -135,9 +116,9 @@ static void run_parity(const char *name) {
     const char *dir = test_env("KVIK_FIXTURES");
     size_t n_inp, n_out;
     snprintf(path, sizeof path, "%s/vocab/%s.gguf.inp", dir, name);
-    char *inp = slurp(path, &n_inp);
+    char *inp = test_slurp(path, &n_inp);
     snprintf(path, sizeof path, "%s/vocab/%s.gguf.out", dir, name);
-    char *outp = slurp(path, &n_out);
+    char *outp = test_slurp(path, &n_out);
     struct tokenizer *tok = inp && outp ? load_vocab(name) : NULL;
     if (!inp || !outp) test_skip("vocabulary fixtures not found (KVIK_FIXTURES)");
     if (!tok) {
@@ -199,7 +180,7 @@ static bool strings_load(struct strings *ss) {
     size_t n;
     snprintf(path, sizeof path, "%s/tok_spm_bert/strings.txt", test_env("KVIK_TEST_DATA"));
     memset(ss, 0, sizeof *ss);
-    ss->buf = slurp(path, &n);
+    ss->buf = test_slurp(path, &n);
     if (!ss->buf) {
         test_fail(__FILE__, __LINE__, "%s missing (scripts/gen_tokenizer_spm_bert_ref.py)", path);
         return false;
@@ -222,7 +203,7 @@ static bool ref_load(const char *name, int64_t *n, uint32_t *ids, uint32_t *dec)
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/tok_spm_bert/%s.ref", test_env("KVIK_TEST_DATA"), name);
-    char *buf = slurp(path, &len);
+    char *buf = test_slurp(path, &len);
     if (!buf) {
         test_fail(__FILE__, __LINE__, "%s missing", path);
         return false;
@@ -324,7 +305,7 @@ TEST(tokenizer_wpm_every_code_point) {
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/tok_spm_bert/bert-unicode.ref", test_env("KVIK_TEST_DATA"));
-    char *buf = slurp(path, &len);
+    char *buf = test_slurp(path, &len);
     REQUIRE(buf);
     uint8_t *skip = calloc(0x110000, 1);
     int blocks = 0, good = 0, reported = 0;
