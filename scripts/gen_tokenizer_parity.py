@@ -99,7 +99,7 @@ MAX_DATA_BYTES = 2 << 20   # everything under OUT_DIR stays below this
 FNV32_BASIS = 0x811C9DC5
 FNV32_PRIME = 0x01000193
 
-# String flags (strings.bin)
+# String flags (strings.lps)
 FLAG_INVALID_UTF8 = 1
 
 # Hash-file flags
@@ -648,7 +648,7 @@ def fnv1a32_bytes(data):
 # --------------------------------------------------------------------------
 # The strings. Everything is drawn from one random.Random(SEED); the pools
 # are lists (never sets), so the output does not depend on PYTHONHASHSEED.
-# Category ids are stored per string (strings.bin) and named in the README.
+# Category ids are stored per string (strings.lps) and named in the README.
 
 CATEGORIES = [
     "edge", "latin", "cyrillic", "greek", "arabic", "hebrew", "devanagari", "thai",
@@ -1363,13 +1363,13 @@ docstring says how to set it up and run it, and exactly how the reference
 is built) with Hugging Face `tokenizers` pinned in
 `scripts/tokenizer-requirements.txt`. Read by `tests/test_tokenizer_parity.c`.
 
-- `strings.bin` — {n_strings} test strings (seed {seed}), shared by all families.
+- `strings.lps` — {n_strings} test strings (seed {seed}), shared by all families.
 - `<family>.hash` — for each family, a 32-bit hash of the ids Hugging Face
   gives each string.
 
 All integers are little-endian, no padding.
 
-## strings.bin
+## strings.lps
 
 | offset | size | field |
 | --- | --- | --- |
@@ -1388,8 +1388,8 @@ Categories: {categories}.
 | offset | size | field |
 | --- | --- | --- |
 | 0 | 8 | magic `KVTPHSH1` |
-| 8 | 4 | u32 `n`: must equal strings.bin's |
-| 12 | 4 | u32 FNV-1a 32 of the whole strings.bin (ties the two files together) |
+| 8 | 4 | u32 `n`: must equal strings.lps's |
+| 12 | 4 | u32 FNV-1a 32 of the whole strings.lps (ties the two files together) |
 | 16 | 4 | u32 flags (bit 0: strings flagged invalid UTF-8 are skipped; their hash is 0) |
 | 20 | 4 | reserved, 0 |
 | 24 | 4·n | u32 hash of string i's ids |
@@ -1468,9 +1468,9 @@ def generate(out_dir):
     data = pack_strings(items_raw)
     items = unpack_strings(data)
     n_invalid = sum(1 for _, flags, _ in items if flags & FLAG_INVALID_UTF8)
-    print("%d strings (%d not valid UTF-8), strings.bin %d bytes" % (len(items), n_invalid, len(data)))
+    print("%d strings (%d not valid UTF-8), strings.lps %d bytes" % (len(items), n_invalid, len(data)))
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "strings.bin"), "wb") as f:
+    with open(os.path.join(out_dir, "strings.lps"), "wb") as f:
         f.write(data)
     strings_hash = fnv1a32_bytes(data)
     total = len(data)
@@ -1502,7 +1502,7 @@ def generate(out_dir):
 
 
 def show(out_dir, stem, indices):
-    with open(os.path.join(out_dir, "strings.bin"), "rb") as f:
+    with open(os.path.join(out_dir, "strings.lps"), "rb") as f:
         items = unpack_strings(f.read())
     ref = build_ref(stem)
     for i in indices:

@@ -1,6 +1,6 @@
 /*
  * test_tokenizer_parity.c — randomized tokenizer parity with Hugging Face
- * tokenizers: every string of tests/data/tokenizer_parity/strings.bin
+ * tokenizers: every string of tests/data/tokenizer_parity/strings.lps
  * (10,856 of them: many scripts, emoji, whitespace runs, digits, code,
  * contractions, punctuation, long words, invalid UTF-8) is encoded by kvik
  * (add_special and parse_special off) and the FNV-1a hash of the ids is
@@ -31,7 +31,7 @@
 
 /* ---- the data ------------------------------------------------------------------ */
 
-#define FLAG_INVALID_UTF8 1u  /* strings.bin record flag */
+#define FLAG_INVALID_UTF8 1u  /* strings.lps record flag */
 #define HFLAG_SKIPS_INVALID 1u /* hash file flag */
 
 static const char *const category_names[] = {
@@ -48,7 +48,7 @@ struct pstring {
 };
 
 struct parity_data {
-    uint8_t *file;       /* strings.bin */
+    uint8_t *file;       /* strings.lps */
     size_t size;
     uint32_t file_hash;  /* FNV-1a 32 of the whole file */
     uint32_t n;
@@ -91,18 +91,18 @@ static uint8_t *slurp(const char *path, size_t *size) {
     return buf;
 }
 
-/* strings.bin, read once and kept for the whole run (NULL after a failure,
+/* strings.lps, read once and kept for the whole run (NULL after a failure,
  * which has been reported). */
 static const struct parity_data *parity_data(void) {
     static struct parity_data d;
     static bool tried;
     if (tried) {
-        if (!d.s) test_fail(__FILE__, __LINE__, "strings.bin did not load (see above)");
+        if (!d.s) test_fail(__FILE__, __LINE__, "strings.lps did not load (see above)");
         return d.s ? &d : NULL;
     }
     tried = true;
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer_parity/strings.bin", test_env("KVIK_TEST_DATA"));
+    snprintf(path, sizeof path, "%s/tokenizer_parity/strings.lps", test_env("KVIK_TEST_DATA"));
     d.file = slurp(path, &d.size);
     if (!d.file || d.size < 16 || memcmp(d.file, "KVTPSTR1", 8) != 0) {
         test_fail(__FILE__, __LINE__, "%s: missing or not a strings file", path);
@@ -140,7 +140,7 @@ static uint32_t *load_hashes(const struct parity_data *d, const char *stem, uint
     } else if (rd32(f + 8) != d->n || size != 24 + 4 * (size_t)d->n) {
         test_fail(__FILE__, __LINE__, "%s: %u hashes for %u strings", path, rd32(f + 8), d->n);
     } else if (rd32(f + 12) != d->file_hash) {
-        test_fail(__FILE__, __LINE__, "%s: made for another strings.bin (regenerate both)", path);
+        test_fail(__FILE__, __LINE__, "%s: made for another strings.lps (regenerate both)", path);
     } else if ((h = malloc(4 * (size_t)d->n + 4)) != NULL) {
         *flags = rd32(f + 16);
         for (uint32_t i = 0; i < d->n; i++) h[i] = rd32(f + 24 + 4 * (size_t)i);
