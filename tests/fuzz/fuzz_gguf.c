@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
 
 static volatile uint64_t g_sink; /* keeps the reads from being optimised away */
 
@@ -123,6 +124,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     walk(g);
     round_trip(g);
+    /* the tokenizer's metadata parser, and a short encode/decode with
+     * whatever vocabulary the input describes */
+    struct tokenizer *tok = NULL;
+    if (tokenizer_load(g, &tok, &err) == KVIK_OK) {
+        static const char text[] = "Hello, world! 123 \xff\xfe caf\xc3\xa9 <s> [CLS]";
+        int32_t ids[256];
+        char out[4096];
+        int64_t n = tokenizer_encode(tok, text, sizeof text - 1, true, true, ids, 256);
+        if (n > 0) tokenizer_decode(tok, ids, n < 256 ? n : 256, out, sizeof out, true);
+        tokenizer_free(tok);
+    } else if (tok || !err.msg[0]) {
+        __builtin_trap();
+    }
     gguf_close(g);
     return 0;
 }
