@@ -39,8 +39,10 @@
  * decoded bytes, the merge table as id pairs) into its own memory, so the
  * gguf may be closed right after loading.
  *
- * Threads: a loaded tokenizer is never modified; any number of threads may
- * encode and decode with it at once. A detok_stream belongs to one thread.
+ * Threads: a loaded tokenizer is read-only except for its word-cache id,
+ * set once, atomically, by the first encode; any number of threads may
+ * encode and decode with it at once. The word cache is per thread. A
+ * detok_stream belongs to one thread.
  *
  * Special tokens: tokens of type CONTROL are recognised in the text only
  * when parse_special is true; USER_DEFINED tokens (added tokens that are not
