@@ -37,6 +37,7 @@ typedef enum kvik_status {
     KVIK_ERR_INVALID_ARG = -4, /* a caller passed a bad argument */
     KVIK_ERR_UNSUPPORTED = -5, /* well-formed, but not something kvik handles */
     KVIK_ERR_NOT_FOUND = -6,   /* a named key, tensor or file does not exist */
+    KVIK_ERR_BUSY = -7,        /* full for now (a queue limit); try again later */
 } kvik_status;
 
 /* "0.1.0" */

@@ -81,6 +81,7 @@ const char *kvik_status_string(kvik_status status) {
     case KVIK_ERR_INVALID_ARG: return "invalid argument";
     case KVIK_ERR_UNSUPPORTED: return "unsupported";
     case KVIK_ERR_NOT_FOUND: return "not found";
+    case KVIK_ERR_BUSY: return "busy";
     }
     return "unknown status";
 }
