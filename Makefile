@@ -8,6 +8,7 @@
 #   make install         PREFIX=/usr/local DESTDIR= : library, kvik.h, kvik.pc, kvik
 #   make deps            install the system packages the build needs (Debian)
 #   make model           fetch the default model into the cache (~/.cache/kvik/models)
+#   make vocab           fetch cl100k_base's tiktoken ranks (~/.cache/kvik/vocab) for its tests
 #   make run             build, fetch the default model and generate a short text
 #
 # Variables: CC, BUILD (output folder, default build), SAN=1 (sanitizers),
@@ -62,7 +63,7 @@ SONAME := libkvik.so.$(VERSION_MAJOR)
 KVIK := $(BUILD)/kvik
 TESTS := $(BUILD)/kvik-tests
 
-.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model run
+.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run
 all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
 $(BUILD)/obj/%_amx.o: %_amx.c
@@ -149,6 +150,9 @@ uninstall:
 
 model:
 	@scripts/fetch-model.sh >/dev/null
+
+vocab: $(KVIK)
+	@scripts/fetch-vocab.sh $(KVIK) >/dev/null
 
 run: all
 	@m=$$(scripts/fetch-model.sh) && $(KVIK) run -m "$$m" -p "The capital of France is" -n 32 --temp 0

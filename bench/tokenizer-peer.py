@@ -29,6 +29,16 @@ process of its own, since Rayon fixes its pool at first use.
 Prints one JSON line: seconds (median), MB/s and tokens/s per test, the
 token count and the CRC-32 of all ids (little-endian int32), which kvik
 compares with its own.
+
+A second peer, OpenAI's tiktoken, runs when it is installed and the
+vocabulary can be written as tiktoken ranks: its pre-tokenizer is one regex
+(gpt-2 and the llama3 family, whose pattern is cl100k_base's) and its ids
+are in merge order (rank = id, as in GPT-2's vocabulary and in files written
+by `kvik vocab-import` from tiktoken's own ranks). The Encoding is built from
+the GGUF's normal tokens (bytes -> id) and that regex; its figures are the
+stream and repeat tests (encode_ordinary per document on one thread,
+encode_ordinary_batch with num_threads=N), reported under tiktoken_* keys
+with its own CRC-32, or tiktoken_error saying why it did not run.
 """
 import argparse
 import array
@@ -130,6 +140,33 @@ def read_gguf_metadata(path, wanted_prefix="tokenizer."):
 
 GPT2_PRE = {"default", "gpt-2", "mpt", "olmo", "jais"}
 DIGITS_PRE = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
+LLAMA3_PRE = {"llama3", "llama-bpe", "llama-v3", "falcon3", "pixtral", "superbpe"}
+
+# The single regexes of the byte-level pre-tokenizers tiktoken can reproduce.
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+LLAMA3_PATTERN = (r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"""
+                  r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+
+def tiktoken_pattern(pre):
+    if pre in GPT2_PRE:
+        return GPT2_PATTERN
+    if pre in LLAMA3_PRE:
+        return LLAMA3_PATTERN
+    return None
+
+
+def byte_decoder():
+    """GPT-2's byte-level alphabet, character -> byte."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, k = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[chr(b)] = b
+        else:
+            out[chr(0x100 + k)] = b
+            k += 1
+    return out
 
 
 def build_tokenizer(meta):
@@ -147,13 +184,18 @@ def build_tokenizer(meta):
         sp = m.find(" ", 1)
         if sp > 0:
             merges.append((m[:sp], m[sp + 1:]))
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False,
+                               ignore_merges=pre in LLAMA3_PRE))
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
     if pre in GPT2_PRE:
         tok.pre_tokenizer = byte_level
     elif pre in DIGITS_PRE:
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Digits(individual_digits=True), byte_level])
+    elif pre in LLAMA3_PRE:  # as Llama 3's tokenizer.json
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(tokenizers.Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+             pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
     else:
         raise GGUFError("tokenizer.ggml.pre %r: no Hugging Face equivalent set up here" % pre)
     tok.decoder = decoders.ByteLevel()
@@ -249,8 +291,7 @@ def worker(args):
     for e in enc(docs):
         ids = e.ids
         ntok += len(ids)
-        crc = zlib.crc32(array.array("i", ids).tobytes() if sys.byteorder == "little"
-                         else struct.pack("<%di" % len(ids), *ids), crc)
+        crc = ids_crc(ids, crc)
     secs = []
     for _ in range(args.reps):
         cleared = clear_cache(tok)
@@ -268,6 +309,74 @@ def worker(args):
     for _ in range(args.reps):
         t0 = time.perf_counter()
         enc(batch)
+        secs.append(time.perf_counter() - t0)
+    out["repeat"] = rate(secs, rep_len * count, rep_tok)
+    print(json.dumps(out))
+
+
+def ids_crc(ids, crc):
+    return zlib.crc32(array.array("i", ids).tobytes() if sys.byteorder == "little"
+                      else struct.pack("<%di" % len(ids), *ids), crc)
+
+
+def tiktoken_encoding(gguf):
+    """A tiktoken Encoding of the GGUF's vocabulary, or a string saying why not."""
+    try:
+        import tiktoken
+    except ImportError:
+        return "the Python package 'tiktoken' is not installed (scripts/tokenizer-requirements.txt)"
+    meta = read_gguf_metadata(gguf)
+    pre = meta.get("tokenizer.ggml.pre", "default")
+    pattern = tiktoken_pattern(pre)
+    if meta.get("tokenizer.ggml.model") != "gpt2" or pattern is None:
+        return "tokenizer.ggml.pre %r is not one regex tiktoken can run" % pre
+    tokens = meta["tokenizer.ggml.tokens"]
+    types = meta.get("tokenizer.ggml.token_type", [1] * len(tokens))
+    dec = byte_decoder()
+    ranks = {}
+    for i, t in enumerate(tokens):
+        if types[i] == 1 and all(c in dec for c in t):
+            ranks.setdefault(bytes(dec[c] for c in t), i)
+    if any(bytes([b]) not in ranks for b in range(256)):
+        return "the vocabulary lacks a token for some single byte"
+    return tiktoken.Encoding("kvik-" + os.path.basename(gguf), pat_str=pattern, mergeable_ranks=ranks,
+                             special_tokens={}), tiktoken.__version__
+
+
+def tiktoken_worker(args):
+    """tiktoken's stream and repeat tests on `args.threads` threads."""
+    got = tiktoken_encoding(args.gguf)
+    if isinstance(got, str):
+        print(json.dumps({"error": got}))
+        return
+    enc, version = got
+    data = open(args.corpus, "rb").read()
+    docs = [d.decode("utf-8", errors="replace") for d in split_docs(data)]
+    nt = args.threads
+
+    def run(batch):
+        if nt == 1:
+            return [enc.encode_ordinary(d) for d in batch]
+        return enc.encode_ordinary_batch(batch, num_threads=nt)
+
+    crc, ntok = 0, 0
+    for ids in run(docs):
+        ntok += len(ids)
+        crc = ids_crc(ids, crc)
+    secs = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        run(docs)
+        secs.append(time.perf_counter() - t0)
+    out = {"version": version, "tokens": ntok, "crc32": crc, "stream": rate(secs, len(data), ntok)}
+    rep_docs, rep_len = prefix(split_docs(data), REPEAT_MIN)
+    rep = b"".join(rep_docs).decode("utf-8", errors="replace")
+    count = max(1, (len(data) + rep_len // 2) // rep_len) if rep_len else 1
+    rep_tok = len(enc.encode_ordinary(rep)) * count
+    secs = []
+    for _ in range(args.reps):
+        t0 = time.perf_counter()
+        run([rep] * count)
         secs.append(time.perf_counter() - t0)
     out["repeat"] = rate(secs, rep_len * count, rep_tok)
     print(json.dumps(out))
@@ -295,7 +404,9 @@ def child(args, mode, threads):
     env["RAYON_NUM_THREADS"] = str(threads)
     env["RAYON_RS_NUM_CPUS"] = str(threads)
     cmd = [sys.executable, os.path.abspath(__file__), mode, "--json-path", args.json,
-           "--corpus", args.corpus, "--reps", str(args.reps)]
+           "--corpus", args.corpus, "--reps", str(args.reps), "--threads", str(threads)]
+    if args.gguf:
+        cmd += ["--gguf", args.gguf]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True)
     return json.loads(p.stdout.decode().strip().splitlines()[-1]), (time.perf_counter() - t0) * 1e3
@@ -303,7 +414,7 @@ def child(args, mode, threads):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", nargs="?", default="run", choices=["run", "worker", "first"])
+    ap.add_argument("mode", nargs="?", default="run", choices=["run", "worker", "first", "tiktoken"])
     ap.add_argument("--gguf", help="a GGUF file with a gpt2 (byte-level BPE) vocabulary")
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -315,6 +426,8 @@ def main():
         return worker(args)
     if args.mode == "first":
         return first_call(args)
+    if args.mode == "tiktoken":
+        return tiktoken_worker(args)
     if not args.gguf:
         ap.error("--gguf is required")
     try:
@@ -342,6 +455,15 @@ def main():
                 "process_ms": median([r[1] for r in runs]),
                 "mb_s": fs[0]["bytes"] / 1e6 / max(first_ms * 1e-3, 1e-9),
             }
+    for name, t in (("1t", 1), ("nt", args.threads)):
+        w, _ = child(args, "tiktoken", t)
+        if "error" in w:
+            out["tiktoken_error"] = w["error"]
+            break
+        for k in ("version", "tokens", "crc32"):
+            out["tiktoken_" + k] = w[k]
+        out["tiktoken_stream_" + name] = w["stream"]
+        out["tiktoken_repeat_" + name] = w["repeat"]
     print(json.dumps(out, separators=(",", ":")))
     return 0
 

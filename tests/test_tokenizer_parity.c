@@ -14,8 +14,12 @@
  *     vocab-only GGUF in memory with kvik's gguf writer;
  *   - the GPT-2 fixture vocabulary the same way (it has multi-digit tokens,
  *     which SmolLM2's lacks, so digit grouping shows);
- *   - the shared fixture vocabularies and the default model as they are.
- * Families needing the default model or the fixtures skip without them.
+ *   - the shared fixture vocabularies and the default model as they are;
+ *   - OpenAI's cl100k_base, imported from its tiktoken ranks file
+ *     (scripts/fetch-vocab.sh) by vocab_import_tiktoken, against tiktoken
+ *     itself (scripts/gen_tiktoken_parity.py).
+ * Families needing the default model, the fixtures or the ranks file skip
+ * without them.
  * Each prints "passed/total"; a mismatch fails the family and shows the
  * first strings that differ with kvik's ids (the expected ids are only a
  * hash here: scripts/gen_tokenizer_parity.py --show prints them;
@@ -24,10 +28,12 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
+#include "tools/vocab_import.h"
 
 /* ---- the data ------------------------------------------------------------------ */
 
@@ -156,6 +162,7 @@ enum vocab_src {
     SRC_GPT2,     /* the GPT-2 fixture vocabulary, pre replaced */
     SRC_FIXTURE,  /* a fixture vocabulary as it is */
     SRC_MODEL,    /* the default model as it is */
+    SRC_TIKTOKEN, /* cl100k_base imported from tiktoken's ranks file */
 };
 
 struct family {
@@ -217,6 +224,34 @@ static bool fixture_path(const char *name, char *buf, size_t len) {
     return true;
 }
 
+/* cl100k_base's ranks imported as `scripts/fetch-vocab.sh` does, to a
+ * temporary file, loaded. */
+static struct tokenizer *load_cl100k(void) {
+    char ranks[4096], out[64];
+    const char *dir = getenv("KVIK_VOCAB_DIR");
+    if (dir && *dir) snprintf(ranks, sizeof ranks, "%s/cl100k_base.tiktoken", dir);
+    else snprintf(ranks, sizeof ranks, "%s/.cache/kvik/vocab/cl100k_base.tiktoken", test_env("HOME"));
+    FILE *f = fopen(ranks, "rb");
+    if (!f) {
+        test_skip("cl100k_base.tiktoken not cached (scripts/fetch-vocab.sh)");
+        return NULL;
+    }
+    fclose(f);
+    static const struct vocab_special sp[] = {{"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258},
+                                              {"<|fim_middle|>", 100259}, {"<|fim_suffix|>", 100260},
+                                              {"<|endofprompt|>", 100276}};
+    struct vocab_import_opts o = {.pre = "llama-bpe", .special = sp, .n_special = 5, .bos = -1, .eos = 100257};
+    struct kvik_err err = {0};
+    snprintf(out, sizeof out, "/tmp/kvik-test-cl100k-%d.gguf", (int)getpid());
+    struct tokenizer *tok = NULL;
+    if (vocab_import_tiktoken(ranks, out, &o, NULL, &err) != KVIK_OK)
+        test_fail(__FILE__, __LINE__, "importing %s: %s", ranks, err.msg);
+    else
+        tok = load_file(out);
+    remove(out);
+    return tok;
+}
+
 /* The family's tokenizer; NULL when skipped or failed (reported). */
 static struct tokenizer *family_load(const struct family *fam) {
     char path[4096];
@@ -229,6 +264,8 @@ static struct tokenizer *family_load(const struct family *fam) {
         return fixture_path(fam->file, path, sizeof path) ? load_file(path) : NULL;
     case SRC_MODEL:
         return test_default_model(path, sizeof path) ? load_file(path) : NULL;
+    case SRC_TIKTOKEN:
+        return load_cl100k();
     }
     return NULL;
 }
@@ -350,7 +387,8 @@ static void run_family(const char *name, const struct family *fam) {
             bad[shown++] = i;
         }
     }
-    printf("    random parity %-26s %5u/%u  (Hugging Face: %s)\n", name, pass, total, fam->hash);
+    printf("    random parity %-26s %5u/%u  (%s: %s)\n", name, pass, total,
+           fam->src == SRC_TIKTOKEN ? "tiktoken" : "Hugging Face", fam->hash);
     for (uint32_t k = 0; k < shown; k++) report_failure(fam, tok, d, bad[k], want[bad[k]]);
     CHECK_MSG(pass == total, "%s: %u of %u strings differ from Hugging Face (%u encode errors)", name,
               total - pass, total, errors);
@@ -425,6 +463,12 @@ TEST(random_parity_fixture_bert_bge) { FIXTURE("bert-bge", "fixture-bert-bge"); 
 
 TEST(random_parity_default_model) {
     run_family("SmolLM2 model file", &(struct family){SRC_MODEL, NULL, NULL, "smollm2-digits-gpt2"});
+}
+
+/* ---- OpenAI's cl100k_base against tiktoken ---------------------------------------- */
+
+TEST(random_parity_tiktoken_cl100k) {
+    run_family("tiktoken cl100k_base", &(struct family){SRC_TIKTOKEN, NULL, NULL, "tiktoken-cl100k"});
 }
 
 /* ---- several threads at once ------------------------------------------------------ */

@@ -71,6 +71,18 @@ static double json_obj_num(const char *s, const char *obj, const char *key) {
     return json_num(p, strchr(p, '}'), key);
 }
 
+/* The string after "key":" in s (no escapes expected) into out; false if
+ * absent. */
+static bool json_str(const char *s, const char *key, char *out, size_t len) {
+    char pat[80];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(s, pat);
+    if (!p) return false;
+    p += strlen(pat);
+    snprintf(out, len, "%.*s", (int)strcspn(p, "\""), p);
+    return true;
+}
+
 /* One side's figures (kvik's or the peer's). */
 struct first_fig {
     double load_ms, pool_ms, first_ms, process_ms, mb_s;
@@ -80,6 +92,17 @@ struct side {
     struct tokbench_rate stream_1t, stream_nt, stream_nocache_1t, repeat_1t, repeat_nt;
     struct first_fig first_1t, first_nt;
     bool has_first;
+};
+
+/* What the peer script reports: Hugging Face tokenizers, and tiktoken when it
+ * could run on this vocabulary. */
+struct peer_result {
+    struct side hf, tt;
+    uint32_t crc, tt_crc;
+    double tokens, tt_tokens;
+    bool has_tt;
+    char version[64], tt_version[64];
+    char tt_why[256];
 };
 
 static struct tokbench_rate rate_from(const char *js, const char *name) {
@@ -139,8 +162,7 @@ static bool file_ok(const char *path) { return path && access(path, R_OK) == 0; 
 /* Runs the peer; fills *peer and its crc / token count, or says why not
  * in why[]. */
 static bool run_peer(const char *python, const char *script, const char *model, const char *corpus,
-                     int threads, int reps, bool first, struct side *peer, uint32_t *crc, double *tokens,
-                     char *version, size_t version_len, char *why, size_t why_len) {
+                     int threads, int reps, bool first, struct peer_result *pr, char *why, size_t why_len) {
     if (!file_ok(python)) {
         snprintf(why, why_len,
                  "no Python at %.200s (python3 -m venv ~/.cache/kvik/tok-venv && "
@@ -164,6 +186,7 @@ static bool run_peer(const char *python, const char *script, const char *model, 
         snprintf(why, why_len, "%.200s exited with status %d (its message is above)", script, rc);
         return false;
     }
+    struct side *peer = &pr->hf, *tt = &pr->tt;
     peer->stream_1t = rate_from(js, "stream_1t");
     peer->stream_nt = rate_from(js, "stream_nt");
     peer->stream_nocache_1t = (struct tokbench_rate){NAN, NAN, NAN};
@@ -174,11 +197,22 @@ static bool run_peer(const char *python, const char *script, const char *model, 
         peer->first_1t = first_from(js, "first_1t");
         peer->first_nt = first_from(js, "first_nt");
     }
-    *crc = (uint32_t)json_num(js, NULL, "crc32");
-    *tokens = json_num(js, NULL, "tokens");
-    const char *v = strstr(js, "\"version\":\"");
-    snprintf(version, version_len, "%.*s", v ? (int)strcspn(v + 11, "\"") : 1, v ? v + 11 : "?");
-    if (isnan(peer->stream_1t.mb_s) || isnan(*tokens)) {
+    pr->crc = (uint32_t)json_num(js, NULL, "crc32");
+    pr->tokens = json_num(js, NULL, "tokens");
+    json_str(js, "version", pr->version, sizeof pr->version);
+    /* tiktoken: tiktoken_* keys, or tiktoken_error */
+    tt->stream_1t = rate_from(js, "tiktoken_stream_1t");
+    tt->stream_nt = rate_from(js, "tiktoken_stream_nt");
+    tt->stream_nocache_1t = (struct tokbench_rate){NAN, NAN, NAN};
+    tt->repeat_1t = rate_from(js, "tiktoken_repeat_1t");
+    tt->repeat_nt = rate_from(js, "tiktoken_repeat_nt");
+    pr->tt_crc = (uint32_t)json_num(js, NULL, "tiktoken_crc32");
+    pr->tt_tokens = json_num(js, NULL, "tiktoken_tokens");
+    json_str(js, "tiktoken_version", pr->tt_version, sizeof pr->tt_version);
+    pr->has_tt = !isnan(tt->stream_1t.mb_s) && !isnan(pr->tt_tokens);
+    if (!pr->has_tt && !json_str(js, "tiktoken_error", pr->tt_why, sizeof pr->tt_why))
+        snprintf(pr->tt_why, sizeof pr->tt_why, "the peer script reported no tiktoken figures");
+    if (isnan(peer->stream_1t.mb_s) || isnan(pr->tokens)) {
         snprintf(why, why_len, "%.200s printed no figures", script);
         return false;
     }
@@ -211,11 +245,18 @@ static void json_side(const struct side *s, bool nocache) {
 
 static double ratio(double a, double b) { return b > 0 && !isnan(a) && !isnan(b) ? a / b : NAN; }
 
+static void json_ratios(const char *name, const struct side *k, const struct side *p) {
+    printf(",\"%s\":{\"stream_1t\":%.3f,\"stream_nt\":%.3f,\"repeat_1t\":%.3f,\"repeat_nt\":%.3f}", name,
+           ratio(k->stream_1t.mb_s, p->stream_1t.mb_s), ratio(k->stream_nt.mb_s, p->stream_nt.mb_s),
+           ratio(k->repeat_1t.mb_s, p->repeat_1t.mb_s), ratio(k->repeat_nt.mb_s, p->repeat_nt.mb_s));
+}
+
+/* kvik's rate, then each peer's (p, q: NULL when absent) with the ratio. */
 static void text_row(const char *name, int threads, const struct tokbench_rate *k, const struct tokbench_rate *p,
-                     bool has_peer) {
+                     const struct tokbench_rate *q) {
     printf("  %-16s %3d %10.2f %10.3f", name, threads, k->mb_s, k->tok_s / 1e6);
-    if (has_peer && p && !isnan(p->mb_s))
-        printf(" %10.2f %10.3f %8.2fx", p->mb_s, p->tok_s / 1e6, ratio(k->mb_s, p->mb_s));
+    if (p && !isnan(p->mb_s)) printf(" %10.2f %8.2fx", p->mb_s, ratio(k->mb_s, p->mb_s));
+    if (q && !isnan(q->mb_s)) printf(" %10.2f %8.2fx", q->mb_s, ratio(k->mb_s, q->mb_s));
     putchar('\n');
 }
 
@@ -311,11 +352,10 @@ int cmd_bench_tokenizer(int argc, char **argv) {
     }
 
     /* the peer */
-    struct side peer = {0};
+    static struct peer_result pr;
+    const struct side *peer = &pr.hf, *tt = &pr.tt;
     bool has_peer = false;
-    uint32_t peer_crc = 0;
-    double peer_tokens = NAN;
-    char why[512] = "skipped (--no-peer)", version[64] = "", py_buf[4096], script_buf[PATH_MAX + 64];
+    char why[512] = "skipped (--no-peer)", py_buf[4096], script_buf[PATH_MAX + 64];
     if (!no_peer) {
         if (!python) {
             const char *venv = getenv("KVIK_TOK_VENV");
@@ -335,11 +375,12 @@ int cmd_bench_tokenizer(int argc, char **argv) {
             script = file_ok(script_buf) ? script_buf : "bench/tokenizer-peer.py";
         }
         fflush(stdout);
-        has_peer = run_peer(python, script, model, corpus, threads, reps, kv.has_first, &peer, &peer_crc,
-                            &peer_tokens, version, sizeof version, why, sizeof why);
+        has_peer = run_peer(python, script, model, corpus, threads, reps, kv.has_first, &pr, why, sizeof why);
         if (!has_peer) fprintf(stderr, "kvik bench tokenizer: peer: %s\n", why);
     }
-    bool ids_match = has_peer && peer_crc == r.crc32 && peer_tokens == (double)r.tokens;
+    bool ids_match = has_peer && pr.crc == r.crc32 && pr.tokens == (double)r.tokens;
+    bool has_tt = has_peer && pr.has_tt;
+    bool tt_match = has_tt && pr.tt_crc == r.crc32 && pr.tt_tokens == (double)r.tokens;
 
     const char *mname = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     const char *cname = strrchr(corpus, '/') ? strrchr(corpus, '/') + 1 : corpus;
@@ -359,13 +400,23 @@ int cmd_bench_tokenizer(int argc, char **argv) {
         json_side(&kv, true);
         if (has_peer) {
             printf(",\"peer\":");
-            json_side(&peer, false);
+            json_side(peer, false);
             printf(",\"peer_version\":");
-            cli_json_str(stdout, version, strlen(version));
-            printf(",\"ratio\":{\"stream_1t\":%.3f,\"stream_nt\":%.3f,\"repeat_1t\":%.3f,\"repeat_nt\":%.3f}",
-                   ratio(kv.stream_1t.mb_s, peer.stream_1t.mb_s), ratio(kv.stream_nt.mb_s, peer.stream_nt.mb_s),
-                   ratio(kv.repeat_1t.mb_s, peer.repeat_1t.mb_s), ratio(kv.repeat_nt.mb_s, peer.repeat_nt.mb_s));
-            printf(",\"ids_match\":%s}\n", ids_match ? "true" : "false");
+            cli_json_str(stdout, pr.version, strlen(pr.version));
+            json_ratios("ratio", &kv, peer);
+            printf(",\"ids_match\":%s", ids_match ? "true" : "false");
+            if (has_tt) {
+                printf(",\"tiktoken\":");
+                json_side(tt, false);
+                printf(",\"tiktoken_version\":");
+                cli_json_str(stdout, pr.tt_version, strlen(pr.tt_version));
+                json_ratios("tiktoken_ratio", &kv, tt);
+                printf(",\"tiktoken_ids_match\":%s", tt_match ? "true" : "false");
+            } else {
+                printf(",\"tiktoken\":null,\"tiktoken_error\":");
+                cli_json_str(stdout, pr.tt_why, strlen(pr.tt_why));
+            }
+            printf("}\n");
         } else {
             printf(",\"peer\":null,\"peer_error\":");
             cli_json_str(stdout, why, strlen(why));
@@ -380,26 +431,36 @@ int cmd_bench_tokenizer(int argc, char **argv) {
                r.tokens ? (double)r.bytes / (double)r.tokens : 0.0, threads, reps, 100 * r.cache_hit_rate,
                r.repeat_doc_bytes, (long long)r.repeat_count);
         printf("\n  %-16s %3s %10s %10s", "test", "thr", "kvik MB/s", "Mtok/s");
-        if (has_peer) printf(" %10s %10s %9s", "peer MB/s", "Mtok/s", "kvik/peer");
+        if (has_peer) printf(" %10s %9s", "HF MB/s", "kvik/HF");
+        if (has_tt) printf(" %10s %9s", "tt MB/s", "kvik/tt");
         printf("\n");
-        text_row("stream", 1, &kv.stream_1t, &peer.stream_1t, has_peer);
-        text_row("stream", threads, &kv.stream_nt, &peer.stream_nt, has_peer);
-        text_row("stream no-cache", 1, &kv.stream_nocache_1t, NULL, false);
-        text_row("repeat", 1, &kv.repeat_1t, &peer.repeat_1t, has_peer);
-        text_row("repeat", threads, &kv.repeat_nt, &peer.repeat_nt, has_peer);
+#define PEER_RATE(side, f) (has_peer ? &(side)->f : NULL)
+#define TT_RATE(f) (has_tt ? &tt->f : NULL)
+        text_row("stream", 1, &kv.stream_1t, PEER_RATE(peer, stream_1t), TT_RATE(stream_1t));
+        text_row("stream", threads, &kv.stream_nt, PEER_RATE(peer, stream_nt), TT_RATE(stream_nt));
+        text_row("stream no-cache", 1, &kv.stream_nocache_1t, NULL, NULL);
+        text_row("repeat", 1, &kv.repeat_1t, PEER_RATE(peer, repeat_1t), TT_RATE(repeat_1t));
+        text_row("repeat", threads, &kv.repeat_nt, PEER_RATE(peer, repeat_nt), TT_RATE(repeat_nt));
+#undef PEER_RATE
+#undef TT_RATE
         if (kv.has_first) {
             text_first("kvik", 1, &kv.first_1t);
             text_first("kvik", threads, &kv.first_nt);
         }
-        if (has_peer && peer.has_first) {
-            text_first("peer", 1, &peer.first_1t);
-            text_first("peer", threads, &peer.first_nt);
+        if (has_peer && peer->has_first) {
+            text_first("HF", 1, &peer->first_1t);
+            text_first("HF", threads, &peer->first_nt);
         }
-        if (has_peer)
-            printf("\n  peer: Hugging Face tokenizers %s; ids %s (crc32 %08x, %llu tokens)\n", version,
+        if (has_peer) {
+            printf("\n  HF: Hugging Face tokenizers %s; ids %s (crc32 %08x, %llu tokens)\n", pr.version,
                    ids_match ? "identical" : "DIFFER", r.crc32, (unsigned long long)r.tokens);
-        else
+            if (has_tt)
+                printf("  tt: tiktoken %s; ids %s\n", pr.tt_version, tt_match ? "identical" : "DIFFER");
+            else
+                printf("  tt: tiktoken not run: %s\n", pr.tt_why);
+        } else {
             printf("\n  peer: %s\n", why);
+        }
     }
     rc = 0;
 fail:

@@ -708,3 +708,5 @@ int64_t detok_flush(struct detok_stream *st, char *out, size_t cap) {
     st->n_held = 0;
     return (int64_t)o;
 }
+
+uint32_t tokenizer_byte_char(uint8_t b) { return byte_to_cp(b); }

@@ -135,6 +135,9 @@ bool tokenizer_add_bos(const struct tokenizer *tok);
 bool tokenizer_add_eos(const struct tokenizer *tok);
 /* The tokenizer.ggml.pre name it was loaded with ("default" if absent). */
 const char *tokenizer_pre_name(const struct tokenizer *tok);
+/* The code point byte-level BPE vocabularies (gpt2) write byte b as: GPT-2's
+ * bytes_to_unicode (printable Latin-1 as itself, the others from U+0100). */
+uint32_t tokenizer_byte_char(uint8_t b);
 
 /* End of generation: EOS, EOT/EOM ids from the metadata, and control
  * tokens such as <|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>. */
