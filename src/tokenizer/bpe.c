@@ -12,6 +12,9 @@
  *     doubly linked list over an array; candidate pairs wait in a binary
  *     min-heap keyed by (rank, position) and are checked against the list
  *     when they come out (a stale pair no longer has the same two ids).
+ *     With ignore_merges (Llama 3, Tekken, ...; tokenizer.c names them) a
+ *     word whose byte-level spelling is a token's text is that token and
+ *     skips the merges.
  *
  * Working memory for stage 3 is a struct tokenizer_scratch: the caller's
  * (tokenizer_encode_scratch), else one kept per thread. It grows only for a
@@ -310,6 +313,28 @@ static const struct cache_entry *cache_find(struct encoder *e, const uint8_t *s,
     return NULL;
 }
 
+/* ignore_merges: the token whose text is word s[0..n) written in the
+ * byte-level alphabet, or -1 if there is none (or it is a control or
+ * unknown token, whose text is never read from plain text). The scratch,
+ * reserved for n symbols (12n bytes or more), holds the spelled-out word
+ * (up to 2n bytes) until the merge loop reuses it. */
+static int32_t whole_word(const struct tokenizer *tok, struct tokenizer_scratch *sc,
+                          const uint8_t *s, size_t n) {
+    if (n > tok->max_text) return -1; /* each byte spells at least one byte */
+    uint8_t *w = (uint8_t *)sc->id;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *c = tok->byte_char[s[i]];
+        w[m] = c[1];
+        w[m + 1] = c[2];
+        m += c[0];
+    }
+    if (m > tok->max_text) return -1;
+    int32_t id = tokenizer_find(tok, (const char *)w, m);
+    if (id < 0 || tok->type[id] == TOKEN_TYPE_CONTROL || tok->type[id] == TOKEN_TYPE_UNKNOWN) return -1;
+    return id;
+}
+
 /* BPE over bytes [start, end) of e->text. */
 static bool encode_word(void *ctx, size_t start, size_t end) {
     struct encoder *e = ctx;
@@ -338,13 +363,19 @@ static bool encode_word(void *ctx, size_t start, size_t end) {
 
     struct tokenizer_scratch *sc = e->sc;
     if (!reserve(sc, n)) return false;
-    for (size_t i = 0; i < n; i++) {
-        sc->id[i] = tok->byte_tok[s[i]];
-        sc->prev[i] = (int32_t)i - 1;
-        sc->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
+    int32_t whole = tok->ignore_merges ? whole_word(tok, sc, s, n) : -1;
     sc->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) queue_pair(tok, sc, (int32_t)i);
+    if (whole >= 0) {
+        sc->id[0] = whole; /* one symbol: the merge loop has nothing to do */
+        sc->next[0] = -1;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            sc->id[i] = tok->byte_tok[s[i]];
+            sc->prev[i] = (int32_t)i - 1;
+            sc->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        }
+        for (size_t i = 0; i + 1 < n; i++) queue_pair(tok, sc, (int32_t)i);
+    }
     while (sc->n_heap > 0) {
         struct pair p = heap_pop(sc);
         int32_t r = sc->next[p.pos];

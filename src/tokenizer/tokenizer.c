@@ -138,6 +138,26 @@ static const struct {
     {"gpt3-finnish", PRETOK_BLOOM},  {"viking", PRETOK_VIKING},
 };
 
+/* Pre-tokenizer names whose models' tokenizer.json sets the BPE model's
+ * ignore_merges (a word that is a token whole is that token, merges or
+ * not): Llama 3 and the vocabularies llama.cpp's loader gives the same
+ * treatment (falcon3, falcon-h1, pixtral, midm-2.0, lfm2), Mistral's
+ * tekken, and GLM-4 (zai-org/GLM-4.7-Flash's tokenizer.json sets it).
+ * Hugging Face's converter from tiktoken sets it, as tiktoken itself looks
+ * a piece up whole before merging. Not set for dbrx, smaug-bpe,
+ * chatglm-bpe, gpt-4o or llama4: llama.cpp does not, and no tokenizer.json
+ * at hand says otherwise. */
+static const char *const k_ignore_merges[] = {
+    "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+    "midm-2.0", "lfm2", "tekken", "glm4",
+};
+
+static bool name_in(const char *const *names, size_t n, const char *name, size_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) return true;
+    return false;
+}
+
 static const struct {
     const char *name;
     enum tok_model model;
@@ -291,6 +311,9 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->n_vocab = (int32_t)nv;
     tok->model = (enum tok_model)mk;
     tok->pretok = kind >= 0 ? (enum pretok_kind)kind : PRETOK_GPT2; /* gpt2 only */
+    tok->ignore_merges = mk == TOKMODEL_BPE &&
+                         name_in(k_ignore_merges, sizeof k_ignore_merges / sizeof k_ignore_merges[0],
+                                 pre.ptr, pre.len);
     snprintf(tok->pre_name, sizeof tok->pre_name, "%.*s", (int)pre.len, pre.ptr);
 
     /* token texts and types */
@@ -355,6 +378,10 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         int n = tok->model == TOKMODEL_BPE ? utf8_encode(byte_to_cp((uint8_t)b), u)
                                            : snprintf((char *)u, sizeof u, "<0x%02X>", b);
         tok->byte_tok[b] = vocab_find2(tok, (const char *)u, (size_t)n, "", 0);
+        if (tok->model == TOKMODEL_BPE) {
+            tok->byte_char[b][0] = (uint8_t)n; /* 1 or 2: code points below U+0800 */
+            memcpy(&tok->byte_char[b][1], u, (size_t)n);
+        }
     }
 
     /* merges: "left right" -> (left id, right id) -> (rank, merged id) */
