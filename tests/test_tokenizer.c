@@ -468,6 +468,47 @@ done:
     tokenizer_free(tekken);
 }
 
+/* ---- special-token text ----------------------------------------------------------- */
+
+/* Counts how many of text's ids (parse_special as given) are id. */
+static int count_id(const struct tokenizer *tok, const char *text, bool parse_special, int32_t id) {
+    int32_t ids[256];
+    int64_t n = tokenizer_encode(tok, text, strlen(text), false, parse_special, ids, 256);
+    int c = 0;
+    for (int64_t i = 0; i < n && i < 256; i++) c += ids[i] == id;
+    return n < 0 ? -1 : c;
+}
+
+/* Control and unknown tokens' texts ("<unk>", "<s>", "</s>",
+ * "<|endoftext|>") are plain text unless parse_special is on; the unknown
+ * token itself ("<unk>", type UNKNOWN) is matched like a control token. */
+TEST(tokenizer_special_text_is_plain_text) {
+    static const char *const names[] = {"ggml-vocab-llama-spm", "ggml-vocab-gpt-2",
+                                        "ggml-vocab-starcoder", "ggml-vocab-bert-bge"};
+    static const char *const texts[] = {"<unk>", "<s>", "</s>", "<|endoftext|>", "[UNK]",
+                                        "[CLS]", "<fim_prefix>", "<pad>"};
+    for (size_t f = 0; f < sizeof names / sizeof *names; f++) {
+        struct fixture fx;
+        if (!fixture_load(&fx, names[f])) return;
+        int seen = 0;
+        for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+            int32_t id = tokenizer_find(fx.tok, texts[k], strlen(texts[k]));
+            if (id < 0) continue;
+            int type = tokenizer_token_type(fx.tok, id);
+            if (type != TOKEN_TYPE_CONTROL && type != TOKEN_TYPE_UNKNOWN) continue;
+            seen++;
+            char text[128];
+            snprintf(text, sizeof text, "a%s b %s\n%s%s", texts[k], texts[k], texts[k], texts[k]);
+            CHECK_MSG(count_id(fx.tok, text, false, id) == 0, "%s: %s read as its token", names[f],
+                      texts[k]);
+            CHECK_MSG(count_id(fx.tok, text, true, id) == 4, "%s: %s not matched with parse_special",
+                      names[f], texts[k]);
+        }
+        CHECK_MSG(seen > 0, "%s: none of the special texts is a special token", names[f]);
+        fixture_free(&fx);
+    }
+}
+
 /* ---- Unicode tables -------------------------------------------------------------- */
 
 TEST(tokenizer_unicode_tables) {

@@ -197,6 +197,13 @@ static bool get_flag(const struct gguf *g, const char *key, bool dflt) {
     return gguf_get_bool(g, key, &v, NULL) == KVIK_OK ? v : dflt;
 }
 
+/* Tokens cut out of the text before pre-tokenization: control and unknown
+ * ones ("<|endoftext|>", "<unk>") only with parse_special, as Hugging Face
+ * matches its special added tokens; user-defined ones always. */
+static bool is_special_type(int t) {
+    return t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_UNKNOWN || t == TOKEN_TYPE_USER_DEFINED;
+}
+
 static int cmp_special(const void *pa, const void *pb) {
     const struct special_tok *a = pa, *b = pb;
     if (a->len != b->len) return a->len > b->len ? -1 : 1;
@@ -357,7 +364,7 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         poff += decode_text(tok->model, t, s.ptr ? s.ptr : "", s.len, tok->piece + poff);
         if (s.len > tok->max_text) tok->max_text = s.len;
         if (poff - tok->piece_off[i] > tok->max_piece) tok->max_piece = poff - tok->piece_off[i];
-        if ((t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED) && s.len > 0) n_specials++;
+        if (is_special_type(t) && s.len > 0) n_specials++;
     }
     tok->text_off[nv] = off;
     tok->piece_off[nv] = poff;
@@ -459,10 +466,9 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         int t = tok->type[i];
         size_t len;
         const char *txt = tok_text(tok, i, &len);
-        if ((t != TOKEN_TYPE_CONTROL && t != TOKEN_TYPE_USER_DEFINED) || len == 0 || len > UINT32_MAX)
-            continue;
+        if (!is_special_type(t) || len == 0 || len > UINT32_MAX) continue;
         tok->specials[tok->n_specials++] =
-            (struct special_tok){txt, (uint32_t)len, i, t == TOKEN_TYPE_CONTROL};
+            (struct special_tok){txt, (uint32_t)len, i, t != TOKEN_TYPE_USER_DEFINED};
         uint8_t c = (uint8_t)txt[0];
         tok->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
     }

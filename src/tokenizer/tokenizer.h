@@ -44,11 +44,13 @@
  * encode and decode with it at once. The word cache is per thread. A
  * detok_stream belongs to one thread.
  *
- * Special tokens: tokens of type CONTROL are recognised in the text only
- * when parse_special is true; USER_DEFINED tokens (added tokens that are not
- * special) are always recognised, as Hugging Face tokenizers does. The
- * longest match at a position wins; the text between matches is
- * pre-tokenized and BPE-encoded. Text that is not valid UTF-8 still
+ * Special tokens: tokens of type CONTROL or UNKNOWN ("<|endoftext|>",
+ * "<s>", "<unk>") are recognised in the text only when parse_special is
+ * true; otherwise their text is plain text, encoded like any other (never
+ * to their own ids, not even as a whole word under ignore_merges).
+ * USER_DEFINED tokens (added tokens that are not special) are always
+ * recognised, as Hugging Face tokenizers does. The longest match at a
+ * position wins; the text between matches is pre-tokenized and encoded. Text that is not valid UTF-8 still
  * encodes: each invalid byte is a character of its own and becomes its
  * byte token. Some vocabularies lack tokens for bytes that never occur in
  * UTF-8 (0xC0, 0xF5..0xFF) or for rare control bytes: such a byte encodes
