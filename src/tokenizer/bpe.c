@@ -4,8 +4,10 @@
  * Three stages:
  *  1. Special tokens are cut out of the raw text (longest match first; see
  *     tokenizer.h for which ones).
- *  2. The text between them is split into words by the pre-tokenizer
- *     (pretok.c).
+ *  2. The text between them is normalized to NFC if the vocabulary asks
+ *     for it (unicode_nfc.c; text that passes the quick check, all ASCII
+ *     text for one, is used as it is) and split into words by the
+ *     pre-tokenizer (pretok.c).
  *  3. Each word starts as one symbol per byte (the byte's token) and the
  *     adjacent pair with the lowest merge rank is merged, the leftmost
  *     first among equal ranks, until no pair merges. Symbols sit in a
@@ -38,6 +40,7 @@
 #include <stdlib.h>
 
 #include "tokenizer/tokenizer_int.h"
+#include "tokenizer/unicode_norm.h"
 
 struct pair {
     int32_t rank;
@@ -52,6 +55,7 @@ struct tokenizer_scratch {
     int32_t *id, *prev, *next; /* [cap] symbols; id -1 = merged away */
     struct pair *heap;         /* [3 * cap]: n - 1 pairs queued first, at most 2 per merge */
     int64_t n_heap;
+    struct unorm_nfc_buf nfc;  /* NFC vocabularies: a stretch of text that was not NFC */
 };
 
 /* ---- the per-thread word cache ------------------------------------------------ */
@@ -101,6 +105,7 @@ static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
 
 static void scratch_release(struct tokenizer_scratch *sc) {
     free(sc->id);
+    unorm_nfc_buf_free(&sc->nfc);
     *sc = (struct tokenizer_scratch){0};
 }
 
@@ -229,7 +234,10 @@ static void encoder_attach(struct encoder *e) {
  * SCRATCH_KEEP (all of it if the thread's exit destructor is not armed). */
 static void encoder_done(struct encoder *e) {
     struct tokenizer_scratch *own = e->ts ? &e->ts->scratch : NULL;
-    if (e->sc == own && own && (own->cap > SCRATCH_KEEP || !e->ts->registered)) scratch_release(own);
+    if (e->sc == own && own &&
+        (own->cap > SCRATCH_KEEP || own->nfc.out_cap > 16 * SCRATCH_KEEP ||
+         own->nfc.cp_cap > 16 * SCRATCH_KEEP || !e->ts->registered))
+        scratch_release(own);
 }
 
 static bool reserve(struct tokenizer_scratch *sc, size_t n) {
@@ -417,6 +425,14 @@ static bool encode_plain(struct encoder *e, const uint8_t *text, size_t n) {
     /* SentencePiece and WordPiece vocabularies have encoders of their own */
     if (e->tok->model == TOKMODEL_SPM) return spm_encode(e->tok, text, n, e->out, e->max, &e->count);
     if (e->tok->model == TOKMODEL_WPM) return wpm_encode(e->tok, text, n, e->out, e->max, &e->count);
+    if (e->tok->nfc && unorm_nfc_span(text, n) < n) {
+        /* not NFC for certain: normalize into the scratch */
+        if (!e->ts) encoder_attach(e);
+        int64_t m = unorm_nfc(text, n, &e->sc->nfc);
+        if (m < 0) return false;
+        text = e->sc->nfc.out;
+        n = (size_t)m;
+    }
     e->text = text;
     return pretok_split(e->tok->pretok, text, n, encode_word, e);
 }

@@ -152,6 +152,16 @@ static const char *const k_ignore_merges[] = {
     "midm-2.0", "lfm2", "tekken", "glm4",
 };
 
+/* Pre-tokenizer names whose models' tokenizer.json normalizes with NFC:
+ * Qwen and Qwen2 (and the Qwen2.5-based deepseek-r1-qwen distills), the
+ * GPT-NeoX-20B tokenizer of MPT and OLMo, and Command-R. Not llama3 or
+ * glm4 (their normalizer is null), nor names whose tokenizer.json could
+ * not be checked here (dbrx, chatglm-bpe, exaone, stablelm2, megrez,
+ * hunyuan, ...): NFC changes ids only on text that is not NFC already. */
+static const char *const k_nfc[] = {
+    "qwen2", "qwen", "deepseek-r1-qwen", "mpt", "olmo", "command-r",
+};
+
 static bool name_in(const char *const *names, size_t n, const char *name, size_t len) {
     for (size_t i = 0; i < n; i++)
         if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) return true;
@@ -321,6 +331,7 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->ignore_merges = mk == TOKMODEL_BPE &&
                          name_in(k_ignore_merges, sizeof k_ignore_merges / sizeof k_ignore_merges[0],
                                  pre.ptr, pre.len);
+    tok->nfc = mk == TOKMODEL_BPE && name_in(k_nfc, sizeof k_nfc / sizeof k_nfc[0], pre.ptr, pre.len);
     snprintf(tok->pre_name, sizeof tok->pre_name, "%.*s", (int)pre.len, pre.ptr);
 
     /* token texts and types */

@@ -90,6 +90,8 @@ struct tokenizer {
                                 length (1 or 2), then the bytes */
     bool ignore_merges;      /* gpt2: a word that is a token's text whole is that token,
                                 before any merge (Hugging Face BPE ignore_merges) */
+    bool nfc;                /* gpt2: text between special tokens is normalized to NFC
+                                before pre-tokenization (tokenizer.json normalizer NFC) */
     enum tok_model model;
     float *scores;           /* [n_vocab] llama piece scores (NaN read as -inf); else NULL */
     bool space_prefix;       /* llama: "▁" before each stretch of text (add_space_prefix) */
