@@ -26,12 +26,32 @@
 #include "tokenizer/unicode.h"
 #include "tokenizer/unicode_norm.h"
 
-/* Whether the character at s[0..n) (length *len) is in the quick-check set. */
-static inline bool in_set(const uint8_t *s, size_t n, size_t *len) {
-    if (s[0] < 0xCC) { /* below U+0300, or not a lead byte */
-        int l = utf8_seq_len(s[0]);
+/* Whether the character at s[0..n) (s[0] >= 0x80; length *len) is in the
+ * quick-check set. *len is 1 exactly when s[0] is not UTF-8. */
+__attribute__((always_inline)) static inline bool in_set(const uint8_t *s, size_t n, size_t *len) {
+    uint8_t b = s[0];
+    if (b < 0xCC) { /* below U+0300, or not a lead byte */
+        int l = utf8_seq_len(b);
         *len = l == 2 && n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 1;
         return false;
+    }
+    /* two bytes, U+0300..U+07FF */
+    if (b < 0xE0) {
+        if (n < 2 || (s[1] & 0xC0) != 0x80) {
+            *len = 1;
+            return false;
+        }
+        uint32_t cp = (uint32_t)(b & 0x1F) << 6 | (s[1] & 0x3Fu);
+        *len = 2;
+        return (unorm_nfc_rows[unorm_nfc_block[cp >> 8]][(cp & 0xFF) >> 3] >> (cp & 7)) & 1;
+    }
+    /* three bytes from U+1000 up, no surrogates (most scripts, CJK, Hangul):
+     * no overlong form or surrogate is possible, so no full decode */
+    if (b >= 0xE1 && b != 0xED && b <= 0xEF && n >= 3 && (s[1] & 0xC0) == 0x80 &&
+        (s[2] & 0xC0) == 0x80) {
+        uint32_t cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3Fu);
+        *len = 3;
+        return (unorm_nfc_rows[unorm_nfc_block[cp >> 8]][(cp & 0xFF) >> 3] >> (cp & 7)) & 1;
     }
     struct ucp u = utf8_decode(s, n);
     *len = u.len;
@@ -41,16 +61,16 @@ static inline bool in_set(const uint8_t *s, size_t n, size_t *len) {
 size_t unorm_nfc_span(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
-        /* eight ASCII bytes at a time */
-        while (i + 8 <= n) {
-            uint64_t v;
-            memcpy(&v, s + i, 8);
-            if (v & 0x8080808080808080ull) break;
-            i += 8;
-        }
-        if (i >= n) break;
         if (s[i] < 0x80) {
+            /* ASCII: then eight bytes at a time while they are ASCII too */
             i++;
+            for (;;) {
+                uint64_t v;
+                if (i + 8 > n) break;
+                memcpy(&v, s + i, 8);
+                if (v & 0x8080808080808080ull) break;
+                i += 8;
+            }
             continue;
         }
         size_t len;
@@ -166,7 +186,7 @@ int64_t unorm_nfc(const uint8_t *s, size_t n, struct unorm_nfc_buf *b) {
             continue;
         }
         if (!in_set(s + i, n - i, &len)) {
-            start = utf8_decode(s + i, n - i).cp & UCP_INVALID ? i + len : i;
+            start = len == 1 ? i + 1 : i; /* one byte from 0x80 up: not UTF-8 */
             i += len;
             continue;
         }
