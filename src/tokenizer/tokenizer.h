@@ -24,6 +24,14 @@
  *              "falcon"                               punctuation, GPT-2, digits
  *              "bloom", "poro-chat", "gpt3-finnish"   BLOOM's pattern
  *              "viking"                               BLOOM's, digits alone
+ *            Two rules of the tokenizer.json that GGUF does not carry are
+ *            set by name (tokenizer.c says why): ignore_merges, a word whose
+ *            byte-level spelling is a token being that token whatever the
+ *            merges ("llama3", "llama-v3", "llama-bpe", "falcon3",
+ *            "falcon-h1", "pixtral", "midm-2.0", "lfm2", "tekken", "glm4"),
+ *            and Unicode NFC applied to the text between special tokens
+ *            before pre-tokenizing ("qwen2", "qwen", "deepseek-r1-qwen",
+ *            "mpt", "olmo", "command-r")
  *   "llama"  SentencePiece BPE (spm.c): merges by tokenizer.ggml.scores, "▁"
  *            for spaces, a space prefix, byte fallback to <0xAB> tokens
  *   "bert"   WordPiece (wordpiece.c): BERT's normalizer (lowercase, accents
