@@ -41,9 +41,11 @@ What is compared, and how the reference is built:
     Hugging Face always does. Each pipeline runs on two vocabularies: the
     default model's (49,152 tokens; it has no merges between digits, so it
     cannot tell digit groupings apart) and GPT-2's (50,257 tokens, with
-    multi-digit tokens). Normalizers are NOT applied: the real Qwen2, MPT,
-    OLMo and Command-R tokenizer.json files also run NFC first, which kvik
-    (like llama.cpp) does not do; --check counts the strings this affects.
+    multi-digit tokens); the NFC twins of a split (gpt2-nfc, digits-gpt2-nfc,
+    qwen2 without NFC) run on the default model's only. The NFC normalizer
+    is applied where the real tokenizer.json has it (Qwen/Qwen2, MPT and OLMo
+    with GPT-NeoX's tokenizer, Command-R); --check counts the strings it
+    changes.
   * The real fixture vocabularies (gpt-2, starcoder, refact, mpt,
     deepseek-coder with their own pipelines; llama-spm as SentencePiece BPE
     with byte fallback; bert-bge as WordPiece), rebuilt from their GGUF the
@@ -62,7 +64,10 @@ What is compared, and how the reference is built:
     neighbouring piece exactly where the regex would put a \\p{C} character
     (" \\xff!" is one piece under GPT-2's ` ?[^\\s\\p{L}\\p{N}]+`), which
     cutting the string at invalid bytes would not do; --check also verifies
-    this piecewise path against the full encode on every valid string. The
+    this piecewise path against the full encode on every valid string. With
+    NFC, each run of valid UTF-8 between invalid bytes is normalized by the
+    reference's normalizer first (an invalid byte composes with nothing,
+    like the private-use placeholder). The
     SentencePiece and WordPiece families skip invalid strings (no sensible
     Hugging Face reference: their normalizers work on characters).
   * Unicode versions: Hugging Face's regexes use Oniguruma's tables, but its
@@ -71,9 +76,14 @@ What is compared, and how the reference is built:
     kvik pins its tables to UCD 15.0 for every rule, so the strings hold no
     character that is unassigned in 15.0 and numeric in 16 (the reference
     itself mixes two versions there; see tests/data/tokenizer_parity/README.md).
-  * Llama 3's tokenizer.json sets ignore_merges (a word that is a token is
-    not merged); it is kept, though with these vocabularies and strings it
-    changes nothing (--check reports it).
+  * ignore_merges (a word that is a token whole is not merged) is set for
+    Llama 3 and Tekken, as their tokenizer.json files do; with these
+    vocabularies (every token is reachable by merges) it changes nothing
+    (--check reports it), so tests/test_tokenizer.c checks it on a vocabulary
+    where it does.
+  * Special-token text: "<unk>", "<s>", "</s>", "<|endoftext|>" and other
+    control-token texts appear in the strings (special-text category and
+    edge cases) and must encode as plain text, special tokens not parsed.
 """
 
 import argparse
@@ -287,39 +297,51 @@ RE_DS_CJK = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
 RE_DSV3_CJK = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
 
 # Each pipeline: (stages up to and including ByteLevel, stages after it,
-# BPE ignore_merges). A stage is (kind, argument).
+# BPE ignore_merges, NFC normalizer). A stage is (kind, argument).
 PIPELINES = {
-    # GPT-2, MPT, OLMo, Phi-2, Jais (and kvik's "default")
-    "gpt2": ([("bytelevel_regex", None)], [], False),
-    # SmolLM, StarCoder, Refact, Command-R, EXAONE, CodeShell
-    "digits-gpt2": ([("digits", True), ("bytelevel_regex", None)], [], False),
-    # Llama 3 (ignore_merges is set in its tokenizer.json), DBRX, GLM-4
-    "llama3": ([("split", RE_LLAMA3), ("bytelevel", None)], [], True),
-    # Qwen2, StableLM 2
-    "qwen2": ([("split", RE_QWEN2), ("bytelevel", None)], [], False),
+    # GPT-2, Phi-2, Jais (and kvik's "default")
+    "gpt2": ([("bytelevel_regex", None)], [], False, False),
+    # MPT, OLMo: GPT-NeoX-20B's tokenizer.json, which normalizes with NFC
+    "gpt2-nfc": ([("bytelevel_regex", None)], [], False, True),
+    # SmolLM, StarCoder, Refact, EXAONE, CodeShell
+    "digits-gpt2": ([("digits", True), ("bytelevel_regex", None)], [], False, False),
+    # Command-R: the same with NFC
+    "digits-gpt2-nfc": ([("digits", True), ("bytelevel_regex", None)], [], False, True),
+    # Llama 3 (ignore_merges is set in its tokenizer.json), GLM-4; DBRX, Smaug
+    # and ChatGLM share the split (kvik sets no ignore_merges for them; on
+    # these vocabularies and strings it changes nothing, --check counts it)
+    "llama3": ([("split", RE_LLAMA3), ("bytelevel", None)], [], True, False),
+    # Qwen, Qwen2 (NFC normalizer)
+    "qwen2-nfc": ([("split", RE_QWEN2), ("bytelevel", None)], [], False, True),
+    # StableLM 2: Qwen2's split without the normalizer
+    "qwen2": ([("split", RE_QWEN2), ("bytelevel", None)], [], False, False),
     # Falcon: digits are grouped AFTER the byte-level mapping, on its alphabet
     "falcon": ([("punctuation", None), ("bytelevel_regex", None)],
-               [("digits", False), ("split", "[0-9][0-9][0-9]")], False),
+               [("digits", False), ("split", "[0-9][0-9][0-9]")], False, False),
     "deepseek-llm": ([("split", "[\r\n]"), ("split", RE_DS_LETTERS), ("split", RE_DS_PUNCT),
                       ("split", r"\s+$"), ("split", RE_DS_CJK), ("digits", True),
-                      ("bytelevel", None)], [], False),
+                      ("bytelevel", None)], [], False, False),
     "deepseek-coder": ([("split", "[\r\n]"), ("split", r"\s?\p{L}+"), ("split", r"\s?\p{P}+"),
-                        ("split", RE_DS_CJK), ("digits", True), ("bytelevel", None)], [], False),
+                        ("split", RE_DS_CJK), ("digits", True), ("bytelevel", None)], [], False,
+                       False),
     "deepseek-v3": ([("split", r"\p{N}{1,3}"), ("split", RE_DSV3_CJK), ("split", RE_DSV3),
-                     ("bytelevel", None)], [], False),
-    # Mistral Nemo's tekken
-    "tekken": ([("split", RE_TEKKEN), ("bytelevel", None)], [], False),
+                     ("bytelevel", None)], [], False, False),
+    # Mistral Nemo's tekken (ignore_merges, as llama.cpp's loader has it)
+    "tekken": ([("split", RE_TEKKEN), ("bytelevel", None)], [], True, False),
     # BLOOM, Poro
-    "bloom": ([("split", RE_BLOOM), ("bytelevel", None)], [], False),
+    "bloom": ([("split", RE_BLOOM), ("bytelevel", None)], [], False, False),
 }
 
 # The tokenizer.ggml.pre names tests/test_tokenizer_parity.c checks against
 # each pipeline (llama.cpp's name table groups them the same way).
 PRE_NAMES = {
-    "gpt2": "default, gpt-2, mpt, olmo, phi-2, jais",
-    "digits-gpt2": "smollm, starcoder, refact, command-r, exaone, codeshell",
-    "llama3": "llama3, llama-bpe, llama-v3, dbrx, smaug-bpe, chatglm-bpe, glm4",
-    "qwen2": "qwen2, deepseek-r1-qwen, stablelm2",
+    "gpt2": "default, gpt-2, phi-2, jais",
+    "gpt2-nfc": "mpt, olmo",
+    "digits-gpt2": "smollm, starcoder, refact, exaone, codeshell",
+    "digits-gpt2-nfc": "command-r",
+    "llama3": "llama3, llama-bpe, llama-v3, glm4, falcon3, pixtral; dbrx, smaug-bpe, chatglm-bpe",
+    "qwen2-nfc": "qwen2, qwen, deepseek-r1-qwen",
+    "qwen2": "stablelm2",
     "falcon": "falcon",
     "deepseek-llm": "deepseek-llm",
     "deepseek-coder": "deepseek-coder",
@@ -328,8 +350,9 @@ PRE_NAMES = {
     "bloom": "bloom, poro-chat",
 }
 
-# Families whose real tokenizer.json also has an NFC normalizer (not applied).
-NFC_PIPELINES = ("gpt2", "digits-gpt2", "qwen2")  # MPT/OLMo, Command-R, Qwen2
+# Pipelines run on the default model's vocabulary only (the GPT-2 vocabulary
+# adds nothing an NFC twin of the same split does not already show there).
+SMOLLM2_ONLY = ("gpt2-nfc", "digits-gpt2-nfc", "qwen2")
 
 
 def make_pretokenizer(stages):
@@ -360,8 +383,8 @@ class ByteLevelRef:
     """A byte-level BPE vocabulary with one pipeline, in Hugging Face."""
 
     def __init__(self, vocab, pipeline):
-        from tokenizers import AddedToken, Tokenizer, models
-        pre, post, ignore_merges = PIPELINES[pipeline]
+        from tokenizers import AddedToken, Tokenizer, models, normalizers
+        pre, post, ignore_merges, nfc = PIPELINES[pipeline]
         # The model's vocabulary holds every token, so ids stay the GGUF's;
         # the user-defined ones are also added tokens, matched in the raw
         # text before pre-tokenization. (Only a byte that valid UTF-8 never
@@ -381,6 +404,8 @@ class ByteLevelRef:
         model = models.BPE(vocab=table, merges=merges, unk_token=unk, fuse_unk=False,
                            byte_fallback=False, ignore_merges=ignore_merges)
         tok = Tokenizer(model)
+        if nfc:
+            tok.normalizer = normalizers.NFC()
         tok.pre_tokenizer = make_pretokenizer(pre + post)
         specials = [AddedToken(vocab.tokens[i], special=True, normalized=False)
                     for i, ty in enumerate(vocab.types) if ty == TT_CONTROL]
@@ -395,6 +420,7 @@ class ByteLevelRef:
         self.pre_b = make_pretokenizer(post)
         self.user = {vocab.tokens[i].encode(): i for i in user}
         self.user_lens = sorted({len(k) for k in self.user}, reverse=True)
+        self.nfc = normalizers.NFC() if nfc else None
         self.skips_invalid = False
 
     def encode(self, s):
@@ -429,6 +455,8 @@ class ByteLevelRef:
     def encode_segment(self, raw):
         if not raw:
             return []
+        if self.nfc is not None:
+            raw = nfc_runs(raw, self.nfc)
         text, sub_to_raw = substitute_invalid(raw)
         pieces = self.pre_a.pre_tokenize_str(text)
         sub = text.encode("utf-8")
@@ -480,6 +508,25 @@ def utf8_atoms(raw):
             out.append((i, 1, False))
             i += 1
     return out
+
+
+def nfc_runs(raw, normalizer):
+    """raw with each maximal run of valid UTF-8 put in NFC by the reference's
+    normalizer; invalid bytes stay (kvik: each is a character that composes
+    with nothing, as the placeholder below would)."""
+    out = []
+    run = []
+    for start, n, ok in utf8_atoms(raw):
+        if ok:
+            run.append(raw[start:start + n])
+            continue
+        if run:
+            out.append(normalizer.normalize_str(b"".join(run).decode("utf-8")).encode("utf-8"))
+            run = []
+        out.append(raw[start:start + 1])
+    if run:
+        out.append(normalizer.normalize_str(b"".join(run).decode("utf-8")).encode("utf-8"))
+    return b"".join(out)
 
 
 def substitute_invalid(raw):
@@ -592,8 +639,9 @@ class WordPieceRef:
 FAMILIES = {}
 for _p in PIPELINES:
     FAMILIES["smollm2-" + _p] = ("smollm2", _p)
-    FAMILIES["gpt2vocab-" + _p] = ("gpt-2", _p)   # gpt2vocab-gpt2 is GPT-2 itself
-for _f, _p in (("starcoder", "digits-gpt2"), ("refact", "digits-gpt2"), ("mpt", "gpt2"),
+    if _p not in SMOLLM2_ONLY:
+        FAMILIES["gpt2vocab-" + _p] = ("gpt-2", _p)   # gpt2vocab-gpt2 is GPT-2 itself
+for _f, _p in (("starcoder", "digits-gpt2"), ("refact", "digits-gpt2"), ("mpt", "gpt2-nfc"),
                ("deepseek-coder", "deepseek-coder")):
     FAMILIES["fixture-" + _f] = (_f, _p)
 FAMILIES["fixture-llama-spm"] = ("llama-spm", "spm")
@@ -1163,6 +1211,19 @@ def edge_cases():
             b"\xf4\x90\x80\x80", b"\xf5", b"'\xff", b"'s\xff", b"1\xff2", b"\xb2\xb2\xb2",
             b"12\xbd3456", b"\xb2", b"hello \x80world", b"\x80" * 40, b"\xff" * 40,
             b"\xe4\xb8\xad\xe6\x96", b"\xd0\xbc\xd0", b"   \xff", b"\n\xff\n", b"\xff\n\n"]
+    # special-token texts as plain text
+    out += [x.encode("utf-8") for x in [
+        "<unk>a", "a<unk>", " <unk> ", "<unk><unk>", "<s>hello</s>", " <s> ", "</s>\n", "<s></s>",
+        "<|endoftext|><|endoftext|>", "x<|endoftext|>y", " <|endoftext|>", "<|endoftext|>\n\n",
+        "<unk> <s> </s> <|endoftext|>", "<<unk>>", "<|endoftext|", "|endoftext|>"]]
+    # NFC: decomposed and composed forms, exclusions, Hangul jamo, reordering
+    out += [x.encode("utf-8") for x in [
+        "e\u0301", "cafe\u0301", "Cafe\u0301 na\u0131\u0308ve", "a\u0301\u0323", "a\u0323\u0301",
+        "\u00e1\u0323", "\u00ea\u0323", "\u0958", "\u0915\u093c", "\u2126", "\u212b", "\u1100\u1161",
+        "\u1100\u1161\u11a8", "\uac00\u11a8", "\u1100\u1161 \u11a8", "a\u0305\u0301", "a\u0316\u0301",
+        "\u0344", "\u0f73", "\u1e9b\u0323", "\u00c5\u030a", "A\u030a\u0301", "\u0301\u0301a",
+        " \u0301", "1\u0301", "e" + "\u0301\u0323" * 40]]
+    out += [b"e\xff\xcc\x81", b"\xc3e\xcc\x81", b"\xcc\x81\xff", b"\xe0\xa4e\xcc\x81"]
     return out
 
 
@@ -1324,32 +1385,25 @@ def check_piecewise(items, every=1):
 
 
 def info_variants(items):
-    """How much the parts this reference leaves out would change: NFC
-    normalization (real Qwen2 / MPT / OLMo / Command-R) and Llama 3's
-    ignore_merges."""
-    from tokenizers import normalizers
+    """How much the NFC normalizer and ignore_merges change: each family
+    that has one is also encoded without it."""
     valid = [raw.decode("utf-8") for raw, flags, _ in items if not flags & FLAG_INVALID_UTF8]
     for stem, (source, kind) in FAMILIES.items():
-        if kind in NFC_PIPELINES and stem.startswith("smollm2-"):
-            ref = build_ref(stem)
-            base = ref.encode_batch(valid)
-            ref.tok.normalizer = normalizers.NFC()
-            nfc = ref.encode_batch(valid)
-            diff = sum(1 for a, b in zip(base, nfc) if a != b)
-            print("  info: %s with an NFC normalizer would differ on %d of %d valid strings"
-                  % (stem, diff, len(valid)))
-    for stem in ("smollm2-llama3", "gpt2vocab-llama3"):
-        vocab = load_vocab(FAMILIES[stem][0])
-        saved = PIPELINES["llama3"]
-        a = ByteLevelRef(vocab, "llama3").encode_batch(valid)
-        PIPELINES["llama3"] = (saved[0], saved[1], not saved[2])
-        try:
-            b = ByteLevelRef(vocab, "llama3").encode_batch(valid)
-        finally:
-            PIPELINES["llama3"] = saved
-        diff = sum(1 for x, y in zip(a, b) if x != y)
-        print("  info: %s with ignore_merges=%s would differ on %d of %d valid strings"
-              % (stem, not saved[2], diff, len(valid)))
+        if kind not in PIPELINES or stem.startswith("fixture-"):
+            continue
+        for k, what in ((3, "the NFC normalizer"), (2, "ignore_merges")):
+            saved = PIPELINES[kind]
+            if not saved[k]:
+                continue
+            a = ByteLevelRef(load_vocab(source), kind).encode_batch(valid)
+            PIPELINES[kind] = tuple(not v if i == k else v for i, v in enumerate(saved))
+            try:
+                b = ByteLevelRef(load_vocab(source), kind).encode_batch(valid)
+            finally:
+                PIPELINES[kind] = saved
+            diff = sum(1 for x, y in zip(a, b) if x != y)
+            print("  info: %s without %s would differ on %d of %d valid strings"
+                  % (stem, what, diff, len(valid)))
 
 
 # --------------------------------------------------------------------------
@@ -1363,7 +1417,8 @@ docstring says how to set it up and run it, and exactly how the reference
 is built) with Hugging Face `tokenizers` pinned in
 `scripts/tokenizer-requirements.txt`. Read by `tests/test_tokenizer_parity.c`.
 
-- `strings.lps` — {n_strings} test strings (seed {seed}), shared by all families.
+- `strings.lps` — {n_strings} test strings (seed {seed}), shared by all families
+  (".lps": length-prefixed strings, the format below; test data, not a model).
 - `<family>.hash` — for each family, a 32-bit hash of the ids Hugging Face
   gives each string.
 
@@ -1411,21 +1466,42 @@ tokens, no merges between digits); `gpt-2` is the GPT-2 fixture vocabulary
 
 {pipelines}
 
-Not part of the reference: normalizers (the real Qwen2, MPT, OLMo and
-Command-R tokenizers apply NFC first; kvik does not), so those families are
-compared on the pre-tokenizer alone. Invalid UTF-8: each byte that does not
+Normalizers: the `-nfc` pipelines (and `fixture-mpt`) apply NFC before
+pre-tokenizing, as the real Qwen/Qwen2, MPT, OLMo (GPT-NeoX tokenizer) and
+Command-R tokenizer.json files do; kvik does the same for those
+tokenizer.ggml.pre names. Special-token texts ("<unk>", "<s>", "</s>",
+"<|endoftext|>", ...) in the strings are plain text (special tokens are not
+parsed). Invalid UTF-8: each byte that does not
 start a valid sequence is a character of category \\p{{C}} of its own
 (standing in for it, U+E000 during pre-tokenization) and its byte goes to
-BPE with the bytes around it in the same piece; the SentencePiece and
-WordPiece families skip such strings.
+BPE with the bytes around it in the same piece (with NFC, each run of
+valid text between such bytes is normalized on its own); the SentencePiece
+and WordPiece families skip such strings.
 
 The folder holds {total_bytes} bytes in all (the generator keeps it under 2 MiB).
+
+## Unicode versions
+
+kvik's category tables are generated from one pinned version of the Unicode
+Character Database (15.0.0, Debian's `unicode-data`), for every rule. The
+reference mixes versions: Hugging Face `tokenizers` matches its regexes with
+Oniguruma's tables, while its `Digits` pre-tokenizer asks Rust's
+`char::is_numeric`, which in the pinned build already knows Unicode 16's new
+digits (U+11DE0..U+11DE9, U+16FF4..U+16FF6). The strings therefore contain no
+code point that is unassigned in 15.0 and numeric in 16; on such characters
+kvik and the reference would disagree by construction. kvik's NFC uses the
+same UCD 15.0 (and passes its NormalizationTest.txt, tests/test_unicode_nfc.c);
+the reference's NFC comes from the Rust crate `tokenizers` bundles, with
+tables of its own version. Composition is stable across versions for the
+characters both know, so they can differ only on characters one of them
+does not have, which these strings do not contain where it would matter
+(every string agrees).
 """
 
 
 def describe_pipeline(name):
-    pre, post, ignore_merges = PIPELINES[name]
-    parts = []
+    pre, post, ignore_merges, nfc = PIPELINES[name]
+    parts = ["NFC"] if nfc else []
     for kind, arg in pre + post:
         if kind == "bytelevel_regex":
             parts.append("ByteLevel(use_regex) [GPT-2 regex]")

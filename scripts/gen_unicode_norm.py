@@ -15,10 +15,23 @@ beyond the category flags of unicode_tables.c.
   - the full lowercase mapping: UnicodeData.txt's simple mapping, overridden
     by the unconditional entries of SpecialCasing.txt (U+0130 -> 0069 0307),
     as Rust's char::to_lowercase (which Hugging Face tokenizers uses) does
+  - for NFC (the normalizer of Qwen2, GPT-NeoX, Command-R vocabularies):
+    the canonical composition pairs, i.e. every two-code-point canonical
+    decomposition whose composite is not a full composition exclusion
+    (CompositionExclusions.txt, singletons and non-starter decompositions;
+    checked against DerivedNormalizationProps.txt's Full_Composition_Exclusion);
+    Hangul syllables compose arithmetically in C
+  - the NFC quick-check set: every code point with a nonzero combining class
+    or NFC_QC No/Maybe (DerivedNormalizationProps.txt), as a two-stage
+    bitmap (256-code-point blocks); text without any is already NFC
 
 Tables are sorted arrays searched by binary search; the lookup functions are
 written out with them (fixed text below), so the generated file is the whole
 module behind src/tokenizer/unicode_norm.h.
+
+The C side of NFC (decomposition, reordering, composition, the quick check
+over text) is src/tokenizer/unicode_nfc.c; tests/test_unicode_nfc.c checks it
+against the UCD's own NormalizationTest.txt.
 
 Usage: scripts/gen_unicode_norm.py [UCD_DIR] > src/tokenizer/unicode_norm_tables.c
 UCD_DIR defaults to /usr/share/unicode (Debian package `unicode-data`, UCD
@@ -78,6 +91,49 @@ def read_ucd(ucd):
             elif cp in lower:
                 del lower[cp]
     return decomp, ccc, mn, ctrl, lower
+
+
+def read_prop_ranges(path, wanted):
+    """{property value: set of code points} for lines 'A..B ; prop [; value]'."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fld = [x.strip() for x in line.split("#")[0].split(";")]
+            if len(fld) < 2 or fld[1] not in wanted:
+                continue
+            key = fld[1] if len(fld) == 2 else fld[1] + "=" + fld[2]
+            a, _, b = fld[0].partition("..")
+            out.setdefault(key, set()).update(range(int(a, 16), int(b or a, 16) + 1))
+    return out
+
+
+def read_composition(ucd, decomp, ccc):
+    """Canonical composition pairs {(first, second): composite} and the
+    NFC quick-check set (ccc != 0 or NFC_QC No/Maybe)."""
+    excl = set()
+    with open(os.path.join(ucd, "CompositionExclusions.txt"), encoding="utf-8") as f:
+        for line in f:
+            t = line.split("#")[0].strip()
+            if t:
+                excl.add(int(t, 16))
+    props = read_prop_ranges(os.path.join(ucd, "DerivedNormalizationProps.txt"),
+                             {"Full_Composition_Exclusion", "NFC_QC"})
+    full_excl = set(excl)
+    for cp, d in decomp.items():
+        if len(d) == 1 or ccc.get(cp, 0) or ccc.get(d[0], 0):
+            full_excl.add(cp)  # singletons, non-starter decompositions
+    assert full_excl == props["Full_Composition_Exclusion"], \
+        sorted(full_excl ^ props["Full_Composition_Exclusion"])[:10]
+    pairs = {}
+    for cp, d in decomp.items():
+        if len(d) == 2 and cp not in full_excl:
+            assert (d[0], d[1]) not in pairs
+            pairs[(d[0], d[1])] = cp
+    quick = set(ccc) | props.get("NFC_QC=N", set()) | props.get("NFC_QC=M", set())
+    # Hangul is composed in C: its jamo must be in the set, its syllables not
+    assert all(c in quick for c in range(0x1161, 0x1176)) and all(c in quick for c in range(0x11A8, 0x11C3))
+    assert not any(c in quick for c in range(0xAC00, 0xD7A4))
+    return pairs, quick
 
 
 def full_decomp(cp, decomp):
@@ -169,6 +225,23 @@ int unorm_decompose(uint32_t cp, uint32_t out[UNORM_MAX_DECOMP]) {
     return (int)n;
 }
 
+uint32_t unorm_compose(uint32_t a, uint32_t b) {
+    /* Hangul: L + V -> LV, LV + T -> LVT (Unicode chapter 3.12) */
+    if (a >= 0x1100 && a < 0x1100 + 19 && b >= 0x1161 && b < 0x1161 + 21)
+        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
+    if (a >= 0xAC00 && a < 0xAC00 + 11172 && (a - 0xAC00) % 28 == 0 && b > 0x11A7 && b < 0x11A7 + 28)
+        return a + (b - 0x11A7);
+    if (a >= (1u << 21) || b >= (1u << 21)) return 0;
+    uint64_t key = (uint64_t)a << 21 | b;
+    uint32_t lo = 0, hi = unorm_n_comp;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (unorm_comp_key[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < unorm_n_comp && unorm_comp_key[lo] == key ? unorm_comp_to[lo] : 0;
+}
+
 int unorm_lower(uint32_t cp, uint32_t out[UNORM_MAX_LOWER]) {
     if (cp < 0x80) {
         out[0] = cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
@@ -199,6 +272,7 @@ def main():
     ucd = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/unicode"
     version = ucd_version(ucd)
     decomp, ccc, mn, ctrl, lower = read_ucd(ucd)
+    pairs, quick = read_composition(ucd, decomp, ccc)
 
     full = {cp: full_decomp(cp, decomp) for cp in sorted(decomp)}
     longest = max(len(v) for v in full.values())
@@ -231,11 +305,16 @@ def main():
     out = sys.stdout
     out.write("/*\n * unicode_norm_tables.c — GENERATED by scripts/gen_unicode_norm.py from the\n")
     out.write(" * Unicode Character Database, version %s (UnicodeData.txt,\n" % version)
-    out.write(" * SpecialCasing.txt). Do not edit.\n *\n")
+    out.write(" * SpecialCasing.txt, CompositionExclusions.txt, DerivedNormalizationProps.txt).\n")
+    out.write(" * Do not edit.\n *\n")
     out.write(" * %d full canonical decompositions (Hangul syllables are computed),\n" % len(dec_cp))
     out.write(" * %d runs of (ccc, Mn, control), %d lowercase mappings\n" % (len(mark_runs), len(low_cp)))
-    out.write(" * (%d to several code points).\n" % len(multi))
+    out.write(" * (%d to several code points), %d canonical composition pairs\n" % (len(multi), len(pairs)))
+    out.write(" * (CompositionExclusions.txt, DerivedNormalizationProps.txt), %d code points\n" % len(quick))
+    out.write(" * in the NFC quick-check set.\n")
     out.write(" * unorm_decomp_at[i] = offset into unorm_decomp_data << 3 | length;\n")
+    out.write(" * unorm_comp_key = first << 21 | second, sorted; unorm_comp_to its composite.\n")
+    out.write(" * unorm_nfc_rows[unorm_nfc_block[cp >> 8]] bit cp & 0xFF: cp is in the set.\n")
     out.write(" * unorm_mark_value = ccc | UNORM_MN_BIT for a nonspacing mark\n")
     out.write(" * | UNORM_CONTROL_BIT for Cc, Cf, Co;\n")
     out.write(" * unorm_lower_to = the lowercase code point, or UNORM_LOWER_MULTI | row of\n")
@@ -258,6 +337,36 @@ def main():
     out.write("static const uint32_t unorm_lower_multi[%d][UNORM_MAX_LOWER] = {\n" % len(multi))
     for row in multi:
         out.write("    {" + ", ".join("0x%x" % x for x in row) + "},\n")
+    out.write("};\n\n")
+
+    # NFC: composition pairs, sorted by (first << 21 | second)
+    keys = sorted(pairs)
+    assert all(a < (1 << 21) and b < (1 << 21) for a, b in keys)
+    out.write("static const uint32_t unorm_n_comp = %d;\n\n" % len(keys))
+    write_array(out, "uint64_t", "unorm_comp_key", [a << 21 | b for a, b in keys], "0x%xull", 4)
+    write_array(out, "uint32_t", "unorm_comp_to", [pairs[k] for k in keys], "0x%x", 8)
+
+    # NFC quick-check bitmap: stage 1 maps a 256-code-point block to its row of 32 bytes
+    rows, row_of, stage1 = [], {}, []
+    for blk in range(0x110000 >> 8):
+        bits = bytearray(32)
+        for c in range(blk << 8, (blk + 1) << 8):
+            if c in quick:
+                bits[(c & 0xFF) >> 3] |= 1 << (c & 7)
+        key = bytes(bits)
+        if key not in row_of:
+            row_of[key] = len(rows)
+            rows.append(key)
+        stage1.append(row_of[key])
+    assert len(rows) <= 256 and rows[0] == bytes(32) and stage1[0] == 0
+    assert min(quick) >= 0x300  # the ASCII and Latin-1 shortcut in unicode_nfc.c
+    out.write("const uint8_t unorm_nfc_block[%d] = {\n" % len(stage1))
+    for i in range(0, len(stage1), 24):
+        out.write("    " + ", ".join("%d" % x for x in stage1[i:i + 24]) + ",\n")
+    out.write("};\n\n")
+    out.write("const uint8_t unorm_nfc_rows[%d][32] = {\n" % len(rows))
+    for r in rows:
+        out.write("    {" + ", ".join("0x%x" % x for x in r) + "},\n")
     out.write("};\n")
     out.write(LOOKUPS)
 

@@ -375,6 +375,140 @@ TEST(tokenizer_load_errors) {
     CHECK(strstr(err.msg, "qwen2-made-up") != NULL);
 }
 
+/* ---- ignore_merges ------------------------------------------------------------------ */
+
+/* A byte-level vocabulary from tokens, their types and merges, loaded with
+ * tokenizer.ggml.pre = pre; NULL after reporting a failure. */
+static struct tokenizer *tiny_bpe(const char *pre, const char *const *toks, const int32_t *types,
+                                  uint64_t n_tok, const char *const *merges, uint64_t n_merges) {
+    struct kvik_err err = {0};
+    struct gguf_writer *w = gguf_writer_new();
+    void *buf = NULL;
+    size_t size = 0;
+    struct gguf *g = NULL;
+    struct tokenizer *tok = NULL;
+    kvik_status st = w ? KVIK_OK : KVIK_ERR_NOMEM;
+    if (st == KVIK_OK) st = gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (st == KVIK_OK) st = gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    if (st == KVIK_OK) st = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, n_tok);
+    if (st == KVIK_OK)
+        st = gguf_writer_set_arr_data(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n_tok);
+    if (st == KVIK_OK) st = gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, n_merges);
+    if (st == KVIK_OK) st = gguf_writer_write_memory(w, &buf, &size, &err);
+    if (st == KVIK_OK) st = gguf_open_memory(buf, size, &g, &err);
+    if (st == KVIK_OK) st = tokenizer_load(g, &tok, &err);
+    if (st != KVIK_OK) test_fail(__FILE__, __LINE__, "tiny vocabulary (%s): %d %s", pre, st, err.msg);
+    gguf_close(g);
+    free(buf);
+    gguf_writer_free(w);
+    return tok;
+}
+
+/* ids of text (parse_special as given) as a string "3 4 5", for CHECK_STR */
+static const char *ids_of(const struct tokenizer *tok, const char *text, bool parse_special) {
+    static char out[256];
+    int32_t ids[32];
+    int64_t n = tokenizer_encode(tok, text, strlen(text), false, parse_special, ids, 32);
+    size_t o = 0;
+    out[0] = 0;
+    for (int64_t i = 0; i < n && i < 32 && o < sizeof out - 16; i++)
+        o += (size_t)snprintf(out + o, sizeof out - o, i ? " %d" : "%d", ids[i]);
+    if (n < 0) snprintf(out, sizeof out, "error %lld", (long long)n);
+    return out;
+}
+
+/*
+ * A word that is a token whole but that the merges do not build: "abc" is
+ * a token, yet the only merge is "a b", so BPE gives "ab" "c". With
+ * ignore_merges (llama3, tekken, ...) the word is the token "abc"; " abc"
+ * is spelled "Ġabc" in the byte-level alphabet and is looked up that way.
+ * A control token's text ("abcd") is not taken from plain text.
+ */
+TEST(tokenizer_ignore_merges) {
+    static const char *const toks[] = {"a", "b", "c", "d", "\xc4\xa0", "ab", "abc",
+                                       "\xc4\xa0" "abc", "abcd", "\xc4\xa0" "a"};
+    enum { A, B, C, D, SP, AB, ABC, SP_ABC, ABCD, SP_A };
+    static const int32_t types[] = {1, 1, 1, 1, 1, 1, 1, 1, TOKEN_TYPE_CONTROL, 1};
+    static const char *const merges[] = {"a b", "\xc4\xa0 a"};
+    struct tokenizer *plain = tiny_bpe("qwen2", toks, types, 10, merges, 2);
+    struct tokenizer *whole = tiny_bpe("llama3", toks, types, 10, merges, 2);
+    struct tokenizer *tekken = tiny_bpe("tekken", toks, types, 10, merges, 2);
+    if (!plain || !whole || !tekken) goto done;
+    char want[64];
+    for (int cache = 0; cache < 2; cache++) {
+        bool was = tokenizer_cache_enabled();
+        tokenizer_cache_set_enabled(cache == 1);
+        for (int rep = 0; rep < 2; rep++) { /* the second time from the word cache */
+            snprintf(want, sizeof want, "%d %d", AB, C);
+            CHECK_STR(ids_of(plain, "abc", false), want);
+            snprintf(want, sizeof want, "%d", ABC);
+            CHECK_STR(ids_of(whole, "abc", false), want);
+            CHECK_STR(ids_of(tekken, "abc", false), want);
+            /* " abc": "a b" (rank 0) goes before "Ġ a" (rank 1), leaving Ġ ab c */
+            snprintf(want, sizeof want, "%d %d %d", SP, AB, C);
+            CHECK_STR(ids_of(plain, " abc", false), want);
+            snprintf(want, sizeof want, "%d", SP_ABC);
+            CHECK_STR(ids_of(whole, " abc", false), want);
+            /* not a token whole: merges as usual */
+            snprintf(want, sizeof want, "%d %d %d", SP_A, A, C);
+            CHECK_STR(ids_of(whole, " aac", false), want);
+            snprintf(want, sizeof want, "%d %d %d", AB, C, A);
+            CHECK_STR(ids_of(whole, "abca", false), want);
+            /* the control token "abcd" is text only with parse_special */
+            snprintf(want, sizeof want, "%d %d %d", AB, C, D);
+            CHECK_STR(ids_of(whole, "abcd", false), want);
+            snprintf(want, sizeof want, "%d", ABCD);
+            CHECK_STR(ids_of(whole, "abcd", true), want);
+        }
+        tokenizer_cache_set_enabled(was);
+    }
+done:
+    tokenizer_free(plain);
+    tokenizer_free(whole);
+    tokenizer_free(tekken);
+}
+
+/* ---- special-token text ----------------------------------------------------------- */
+
+/* Counts how many of text's ids (parse_special as given) are id. */
+static int count_id(const struct tokenizer *tok, const char *text, bool parse_special, int32_t id) {
+    int32_t ids[256];
+    int64_t n = tokenizer_encode(tok, text, strlen(text), false, parse_special, ids, 256);
+    int c = 0;
+    for (int64_t i = 0; i < n && i < 256; i++) c += ids[i] == id;
+    return n < 0 ? -1 : c;
+}
+
+/* Control and unknown tokens' texts ("<unk>", "<s>", "</s>",
+ * "<|endoftext|>") are plain text unless parse_special is on; the unknown
+ * token itself ("<unk>", type UNKNOWN) is matched like a control token. */
+TEST(tokenizer_special_text_is_plain_text) {
+    static const char *const names[] = {"ggml-vocab-llama-spm", "ggml-vocab-gpt-2",
+                                        "ggml-vocab-starcoder", "ggml-vocab-bert-bge"};
+    static const char *const texts[] = {"<unk>", "<s>", "</s>", "<|endoftext|>", "[UNK]",
+                                        "[CLS]", "<fim_prefix>", "<pad>"};
+    for (size_t f = 0; f < sizeof names / sizeof *names; f++) {
+        struct fixture fx;
+        if (!fixture_load(&fx, names[f])) return;
+        int seen = 0;
+        for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+            int32_t id = tokenizer_find(fx.tok, texts[k], strlen(texts[k]));
+            if (id < 0) continue;
+            int type = tokenizer_token_type(fx.tok, id);
+            if (type != TOKEN_TYPE_CONTROL && type != TOKEN_TYPE_UNKNOWN) continue;
+            seen++;
+            char text[128];
+            snprintf(text, sizeof text, "a%s b %s\n%s%s", texts[k], texts[k], texts[k], texts[k]);
+            CHECK_MSG(count_id(fx.tok, text, false, id) == 0, "%s: %s read as its token", names[f],
+                      texts[k]);
+            CHECK_MSG(count_id(fx.tok, text, true, id) == 4, "%s: %s not matched with parse_special",
+                      names[f], texts[k]);
+        }
+        CHECK_MSG(seen > 0, "%s: none of the special texts is a special token", names[f]);
+        fixture_free(&fx);
+    }
+}
+
 /* ---- Unicode tables -------------------------------------------------------------- */
 
 TEST(tokenizer_unicode_tables) {

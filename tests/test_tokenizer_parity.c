@@ -1,8 +1,9 @@
 /*
  * test_tokenizer_parity.c — randomized tokenizer parity with Hugging Face
  * tokenizers: every string of tests/data/tokenizer_parity/strings.lps
- * (10,856 of them: many scripts, emoji, whitespace runs, digits, code,
- * contractions, punctuation, long words, invalid UTF-8) is encoded by kvik
+ * (10,899 of them: many scripts, emoji, whitespace runs, digits, code,
+ * contractions, punctuation, long words, invalid UTF-8, text that is not
+ * NFC, special-token texts such as "<unk>" and "<|endoftext|>") is encoded by kvik
  * (add_special and parse_special off) and the FNV-1a hash of the ids is
  * compared with the one Hugging Face gave (FAMILY.hash). The data, its
  * format and how the reference is built are described in
@@ -411,14 +412,14 @@ static void run_family(const char *name, const struct family *fam) {
  * is a different, falcon-like split that no real tokenizer.json has). */
 TEST(random_parity_default) { SMOL("default", "gpt2"); }
 TEST(random_parity_gpt2) { SMOL("gpt-2", "gpt2"); }
-TEST(random_parity_mpt) { SMOL("mpt", "gpt2"); }
-TEST(random_parity_olmo) { SMOL("olmo", "gpt2"); }
+TEST(random_parity_mpt) { SMOL("mpt", "gpt2-nfc"); }
+TEST(random_parity_olmo) { SMOL("olmo", "gpt2-nfc"); }
 TEST(random_parity_phi2) { SMOL("phi-2", "gpt2"); }
 TEST(random_parity_jais) { SMOL("jais", "gpt2"); }
 TEST(random_parity_smollm) { SMOL("smollm", "digits-gpt2"); }
 TEST(random_parity_starcoder) { SMOL("starcoder", "digits-gpt2"); }
 TEST(random_parity_refact) { SMOL("refact", "digits-gpt2"); }
-TEST(random_parity_command_r) { SMOL("command-r", "digits-gpt2"); }
+TEST(random_parity_command_r) { SMOL("command-r", "digits-gpt2-nfc"); }
 TEST(random_parity_exaone) { SMOL("exaone", "digits-gpt2"); }
 TEST(random_parity_codeshell) { SMOL("codeshell", "digits-gpt2"); }
 TEST(random_parity_llama3) { SMOL("llama3", "llama3"); }
@@ -428,8 +429,11 @@ TEST(random_parity_dbrx) { SMOL("dbrx", "llama3"); }
 TEST(random_parity_smaug_bpe) { SMOL("smaug-bpe", "llama3"); }
 TEST(random_parity_chatglm_bpe) { SMOL("chatglm-bpe", "llama3"); }
 TEST(random_parity_glm4) { SMOL("glm4", "llama3"); }
-TEST(random_parity_qwen2) { SMOL("qwen2", "qwen2"); }
-TEST(random_parity_deepseek_r1_qwen) { SMOL("deepseek-r1-qwen", "qwen2"); }
+TEST(random_parity_falcon3) { SMOL("falcon3", "llama3"); }
+TEST(random_parity_pixtral) { SMOL("pixtral", "llama3"); }
+TEST(random_parity_qwen2) { SMOL("qwen2", "qwen2-nfc"); }
+TEST(random_parity_qwen) { SMOL("qwen", "qwen2-nfc"); }
+TEST(random_parity_deepseek_r1_qwen) { SMOL("deepseek-r1-qwen", "qwen2-nfc"); }
 TEST(random_parity_stablelm2) { SMOL("stablelm2", "qwen2"); }
 TEST(random_parity_falcon) { SMOL("falcon", "falcon"); }
 TEST(random_parity_deepseek_llm) { SMOL("deepseek-llm", "deepseek-llm"); }
@@ -443,7 +447,7 @@ TEST(random_parity_poro_chat) { SMOL("poro-chat", "bloom"); }
 
 TEST(random_parity_gpt2vocab_smollm) { GPT2V("smollm", "digits-gpt2"); }
 TEST(random_parity_gpt2vocab_llama_bpe) { GPT2V("llama-bpe", "llama3"); }
-TEST(random_parity_gpt2vocab_qwen2) { GPT2V("qwen2", "qwen2"); }
+TEST(random_parity_gpt2vocab_qwen2) { GPT2V("qwen2", "qwen2-nfc"); }
 TEST(random_parity_gpt2vocab_falcon) { GPT2V("falcon", "falcon"); }
 TEST(random_parity_gpt2vocab_deepseek_llm) { GPT2V("deepseek-llm", "deepseek-llm"); }
 TEST(random_parity_gpt2vocab_deepseek_coder) { GPT2V("deepseek-coder", "deepseek-coder"); }
@@ -563,6 +567,22 @@ TEST(random_parity_detects_differences) {
         free(b.ids);
         printf("    random parity: GPT-2's pre-tokenizer on SmolLM2 misses %u of %u strings\n", differ,
                d->n);
+        CHECK(differ > 100);
+    }
+    free(want);
+    tokenizer_free(tok);
+    /* and one without NFC (stablelm2: Qwen2's split alone) misses the NFC family's */
+    tok = load_with_pre(path, "stablelm2");
+    want = load_hashes(d, "smollm2-qwen2-nfc", &flags);
+    if (tok && want) {
+        struct ids_buf b = {0};
+        uint32_t differ = 0;
+        for (uint32_t i = 0; i < d->n; i++) {
+            int64_t n = encode(tok, &d->s[i], &b);
+            if (n < 0 || hash_ids(b.ids, n) != want[i]) differ++;
+        }
+        free(b.ids);
+        printf("    random parity: Qwen2's split without NFC misses %u of %u strings\n", differ, d->n);
         CHECK(differ > 100);
     }
     free(want);

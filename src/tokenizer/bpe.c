@@ -4,14 +4,19 @@
  * Three stages:
  *  1. Special tokens are cut out of the raw text (longest match first; see
  *     tokenizer.h for which ones).
- *  2. The text between them is split into words by the pre-tokenizer
- *     (pretok.c).
+ *  2. The text between them is normalized to NFC if the vocabulary asks
+ *     for it (unicode_nfc.c; text that passes the quick check, all ASCII
+ *     text for one, is used as it is) and split into words by the
+ *     pre-tokenizer (pretok.c).
  *  3. Each word starts as one symbol per byte (the byte's token) and the
  *     adjacent pair with the lowest merge rank is merged, the leftmost
  *     first among equal ranks, until no pair merges. Symbols sit in a
  *     doubly linked list over an array; candidate pairs wait in a binary
  *     min-heap keyed by (rank, position) and are checked against the list
  *     when they come out (a stale pair no longer has the same two ids).
+ *     With ignore_merges (Llama 3, Tekken, ...; tokenizer.c names them) a
+ *     word whose byte-level spelling is a token's text is that token and
+ *     skips the merges.
  *
  * Working memory for stage 3 is a struct tokenizer_scratch: the caller's
  * (tokenizer_encode_scratch), else one kept per thread. It grows only for a
@@ -35,6 +40,7 @@
 #include <stdlib.h>
 
 #include "tokenizer/tokenizer_int.h"
+#include "tokenizer/unicode_norm.h"
 
 struct pair {
     int32_t rank;
@@ -49,6 +55,7 @@ struct tokenizer_scratch {
     int32_t *id, *prev, *next; /* [cap] symbols; id -1 = merged away */
     struct pair *heap;         /* [3 * cap]: n - 1 pairs queued first, at most 2 per merge */
     int64_t n_heap;
+    struct unorm_nfc_buf nfc;  /* NFC vocabularies: a stretch of text that was not NFC */
 };
 
 /* ---- the per-thread word cache ------------------------------------------------ */
@@ -98,6 +105,7 @@ static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
 
 static void scratch_release(struct tokenizer_scratch *sc) {
     free(sc->id);
+    unorm_nfc_buf_free(&sc->nfc);
     *sc = (struct tokenizer_scratch){0};
 }
 
@@ -226,7 +234,10 @@ static void encoder_attach(struct encoder *e) {
  * SCRATCH_KEEP (all of it if the thread's exit destructor is not armed). */
 static void encoder_done(struct encoder *e) {
     struct tokenizer_scratch *own = e->ts ? &e->ts->scratch : NULL;
-    if (e->sc == own && own && (own->cap > SCRATCH_KEEP || !e->ts->registered)) scratch_release(own);
+    if (e->sc == own && own &&
+        (own->cap > SCRATCH_KEEP || own->nfc.out_cap > 16 * SCRATCH_KEEP ||
+         own->nfc.cp_cap > 16 * SCRATCH_KEEP || !e->ts->registered))
+        scratch_release(own);
 }
 
 static bool reserve(struct tokenizer_scratch *sc, size_t n) {
@@ -310,6 +321,28 @@ static const struct cache_entry *cache_find(struct encoder *e, const uint8_t *s,
     return NULL;
 }
 
+/* ignore_merges: the token whose text is word s[0..n) written in the
+ * byte-level alphabet, or -1 if there is none (or it is a control or
+ * unknown token, whose text is never read from plain text). The scratch,
+ * reserved for n symbols (12n bytes or more), holds the spelled-out word
+ * (up to 2n bytes) until the merge loop reuses it. */
+static int32_t whole_word(const struct tokenizer *tok, struct tokenizer_scratch *sc,
+                          const uint8_t *s, size_t n) {
+    if (n > tok->max_text) return -1; /* each byte spells at least one byte */
+    uint8_t *w = (uint8_t *)sc->id;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *c = tok->byte_char[s[i]];
+        w[m] = c[1];
+        w[m + 1] = c[2];
+        m += c[0];
+    }
+    if (m > tok->max_text) return -1;
+    int32_t id = tokenizer_find(tok, (const char *)w, m);
+    if (id < 0 || tok->type[id] == TOKEN_TYPE_CONTROL || tok->type[id] == TOKEN_TYPE_UNKNOWN) return -1;
+    return id;
+}
+
 /* BPE over bytes [start, end) of e->text. */
 static bool encode_word(void *ctx, size_t start, size_t end) {
     struct encoder *e = ctx;
@@ -338,13 +371,19 @@ static bool encode_word(void *ctx, size_t start, size_t end) {
 
     struct tokenizer_scratch *sc = e->sc;
     if (!reserve(sc, n)) return false;
-    for (size_t i = 0; i < n; i++) {
-        sc->id[i] = tok->byte_tok[s[i]];
-        sc->prev[i] = (int32_t)i - 1;
-        sc->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
+    int32_t whole = tok->ignore_merges ? whole_word(tok, sc, s, n) : -1;
     sc->n_heap = 0;
-    for (size_t i = 0; i + 1 < n; i++) queue_pair(tok, sc, (int32_t)i);
+    if (whole >= 0) {
+        sc->id[0] = whole; /* one symbol: the merge loop has nothing to do */
+        sc->next[0] = -1;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            sc->id[i] = tok->byte_tok[s[i]];
+            sc->prev[i] = (int32_t)i - 1;
+            sc->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        }
+        for (size_t i = 0; i + 1 < n; i++) queue_pair(tok, sc, (int32_t)i);
+    }
     while (sc->n_heap > 0) {
         struct pair p = heap_pop(sc);
         int32_t r = sc->next[p.pos];
@@ -386,6 +425,14 @@ static bool encode_plain(struct encoder *e, const uint8_t *text, size_t n) {
     /* SentencePiece and WordPiece vocabularies have encoders of their own */
     if (e->tok->model == TOKMODEL_SPM) return spm_encode(e->tok, text, n, e->out, e->max, &e->count);
     if (e->tok->model == TOKMODEL_WPM) return wpm_encode(e->tok, text, n, e->out, e->max, &e->count);
+    if (e->tok->nfc && unorm_nfc_span(text, n) < n) {
+        /* not NFC for certain: normalize into the scratch */
+        if (!e->ts) encoder_attach(e);
+        int64_t m = unorm_nfc(text, n, &e->sc->nfc);
+        if (m < 0) return false;
+        text = e->sc->nfc.out;
+        n = (size_t)m;
+    }
     e->text = text;
     return pretok_split(e->tok->pretok, text, n, encode_word, e);
 }

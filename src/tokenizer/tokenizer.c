@@ -138,6 +138,36 @@ static const struct {
     {"gpt3-finnish", PRETOK_BLOOM},  {"viking", PRETOK_VIKING},
 };
 
+/* Pre-tokenizer names whose models' tokenizer.json sets the BPE model's
+ * ignore_merges (a word that is a token whole is that token, merges or
+ * not): Llama 3 and the vocabularies llama.cpp's loader gives the same
+ * treatment (falcon3, falcon-h1, pixtral, midm-2.0, lfm2), Mistral's
+ * tekken, and GLM-4 (zai-org/GLM-4.7-Flash's tokenizer.json sets it).
+ * Hugging Face's converter from tiktoken sets it, as tiktoken itself looks
+ * a piece up whole before merging. Not set for dbrx, smaug-bpe,
+ * chatglm-bpe, gpt-4o or llama4: llama.cpp does not, and no tokenizer.json
+ * at hand says otherwise. */
+static const char *const k_ignore_merges[] = {
+    "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+    "midm-2.0", "lfm2", "tekken", "glm4",
+};
+
+/* Pre-tokenizer names whose models' tokenizer.json normalizes with NFC:
+ * Qwen and Qwen2 (and the Qwen2.5-based deepseek-r1-qwen distills), the
+ * GPT-NeoX-20B tokenizer of MPT and OLMo, and Command-R. Not llama3 or
+ * glm4 (their normalizer is null), nor names whose tokenizer.json could
+ * not be checked here (dbrx, chatglm-bpe, exaone, stablelm2, megrez,
+ * hunyuan, ...): NFC changes ids only on text that is not NFC already. */
+static const char *const k_nfc[] = {
+    "qwen2", "qwen", "deepseek-r1-qwen", "mpt", "olmo", "command-r",
+};
+
+static bool name_in(const char *const *names, size_t n, const char *name, size_t len) {
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) return true;
+    return false;
+}
+
 static const struct {
     const char *name;
     enum tok_model model;
@@ -175,6 +205,13 @@ static kvik_status get_id_strict(const struct gguf *g, const char *key, int32_t 
 static bool get_flag(const struct gguf *g, const char *key, bool dflt) {
     bool v;
     return gguf_get_bool(g, key, &v, NULL) == KVIK_OK ? v : dflt;
+}
+
+/* Tokens cut out of the text before pre-tokenization: control and unknown
+ * ones ("<|endoftext|>", "<unk>") only with parse_special, as Hugging Face
+ * matches its special added tokens; user-defined ones always. */
+static bool is_special_type(int t) {
+    return t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_UNKNOWN || t == TOKEN_TYPE_USER_DEFINED;
 }
 
 static int cmp_special(const void *pa, const void *pb) {
@@ -291,6 +328,10 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->n_vocab = (int32_t)nv;
     tok->model = (enum tok_model)mk;
     tok->pretok = kind >= 0 ? (enum pretok_kind)kind : PRETOK_GPT2; /* gpt2 only */
+    tok->ignore_merges = mk == TOKMODEL_BPE &&
+                         name_in(k_ignore_merges, sizeof k_ignore_merges / sizeof k_ignore_merges[0],
+                                 pre.ptr, pre.len);
+    tok->nfc = mk == TOKMODEL_BPE && name_in(k_nfc, sizeof k_nfc / sizeof k_nfc[0], pre.ptr, pre.len);
     snprintf(tok->pre_name, sizeof tok->pre_name, "%.*s", (int)pre.len, pre.ptr);
 
     /* token texts and types */
@@ -334,7 +375,7 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         poff += decode_text(tok->model, t, s.ptr ? s.ptr : "", s.len, tok->piece + poff);
         if (s.len > tok->max_text) tok->max_text = s.len;
         if (poff - tok->piece_off[i] > tok->max_piece) tok->max_piece = poff - tok->piece_off[i];
-        if ((t == TOKEN_TYPE_CONTROL || t == TOKEN_TYPE_USER_DEFINED) && s.len > 0) n_specials++;
+        if (is_special_type(t) && s.len > 0) n_specials++;
     }
     tok->text_off[nv] = off;
     tok->piece_off[nv] = poff;
@@ -355,6 +396,10 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         int n = tok->model == TOKMODEL_BPE ? utf8_encode(byte_to_cp((uint8_t)b), u)
                                            : snprintf((char *)u, sizeof u, "<0x%02X>", b);
         tok->byte_tok[b] = vocab_find2(tok, (const char *)u, (size_t)n, "", 0);
+        if (tok->model == TOKMODEL_BPE) {
+            tok->byte_char[b][0] = (uint8_t)n; /* 1 or 2: code points below U+0800 */
+            memcpy(&tok->byte_char[b][1], u, (size_t)n);
+        }
     }
 
     /* merges: "left right" -> (left id, right id) -> (rank, merged id) */
@@ -432,10 +477,9 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
         int t = tok->type[i];
         size_t len;
         const char *txt = tok_text(tok, i, &len);
-        if ((t != TOKEN_TYPE_CONTROL && t != TOKEN_TYPE_USER_DEFINED) || len == 0 || len > UINT32_MAX)
-            continue;
+        if (!is_special_type(t) || len == 0 || len > UINT32_MAX) continue;
         tok->specials[tok->n_specials++] =
-            (struct special_tok){txt, (uint32_t)len, i, t == TOKEN_TYPE_CONTROL};
+            (struct special_tok){txt, (uint32_t)len, i, t != TOKEN_TYPE_USER_DEFINED};
         uint8_t c = (uint8_t)txt[0];
         tok->special_first[c >> 3] |= (uint8_t)(1u << (c & 7));
     }

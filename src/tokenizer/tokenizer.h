@@ -24,6 +24,14 @@
  *              "falcon"                               punctuation, GPT-2, digits
  *              "bloom", "poro-chat", "gpt3-finnish"   BLOOM's pattern
  *              "viking"                               BLOOM's, digits alone
+ *            Two rules of the tokenizer.json that GGUF does not carry are
+ *            set by name (tokenizer.c says why): ignore_merges, a word whose
+ *            byte-level spelling is a token being that token whatever the
+ *            merges ("llama3", "llama-v3", "llama-bpe", "falcon3",
+ *            "falcon-h1", "pixtral", "midm-2.0", "lfm2", "tekken", "glm4"),
+ *            and Unicode NFC applied to the text between special tokens
+ *            before pre-tokenizing ("qwen2", "qwen", "deepseek-r1-qwen",
+ *            "mpt", "olmo", "command-r")
  *   "llama"  SentencePiece BPE (spm.c): merges by tokenizer.ggml.scores, "▁"
  *            for spaces, a space prefix, byte fallback to <0xAB> tokens
  *   "bert"   WordPiece (wordpiece.c): BERT's normalizer (lowercase, accents
@@ -44,11 +52,13 @@
  * encode and decode with it at once. The word cache is per thread. A
  * detok_stream belongs to one thread.
  *
- * Special tokens: tokens of type CONTROL are recognised in the text only
- * when parse_special is true; USER_DEFINED tokens (added tokens that are not
- * special) are always recognised, as Hugging Face tokenizers does. The
- * longest match at a position wins; the text between matches is
- * pre-tokenized and BPE-encoded. Text that is not valid UTF-8 still
+ * Special tokens: tokens of type CONTROL or UNKNOWN ("<|endoftext|>",
+ * "<s>", "<unk>") are recognised in the text only when parse_special is
+ * true; otherwise their text is plain text, encoded like any other (never
+ * to their own ids, not even as a whole word under ignore_merges).
+ * USER_DEFINED tokens (added tokens that are not special) are always
+ * recognised, as Hugging Face tokenizers does. The longest match at a
+ * position wins; the text between matches is pre-tokenized and encoded. Text that is not valid UTF-8 still
  * encodes: each invalid byte is a character of its own and becomes its
  * byte token. Some vocabularies lack tokens for bytes that never occur in
  * UTF-8 (0xC0, 0xF5..0xFF) or for rare control bytes: such a byte encodes

@@ -86,6 +86,12 @@ struct tokenizer {
 
     int32_t byte_tok[256];   /* token of each single byte (gpt2: byte-level char;
                                 llama, bert: "<0xAB>" byte token), or -1 */
+    uint8_t byte_char[256][3]; /* gpt2: byte b's byte-level character, [0] = its UTF-8
+                                length (1 or 2), then the bytes */
+    bool ignore_merges;      /* gpt2: a word that is a token's text whole is that token,
+                                before any merge (Hugging Face BPE ignore_merges) */
+    bool nfc;                /* gpt2: text between special tokens is normalized to NFC
+                                before pre-tokenization (tokenizer.json normalizer NFC) */
     enum tok_model model;
     float *scores;           /* [n_vocab] llama piece scores (NaN read as -inf); else NULL */
     bool space_prefix;       /* llama: "▁" before each stretch of text (add_space_prefix) */
