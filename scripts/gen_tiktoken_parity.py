@@ -68,8 +68,9 @@ def main():
         hashes.append(fnv1a(struct.pack("<%di" % len(ids), *ids)))
     out = os.path.join(DATA, "tiktoken-cl100k.hash")
     with open(out, "wb") as f:
-        f.write(b"KVTPHSH1" + struct.pack("<IIII", len(strings), fnv1a(raw), HFLAG_SKIPS_INVALID, 0))
-        f.write(struct.pack("<%dI" % len(hashes), *hashes))
+        f.write(b"KVTPHSH2" + struct.pack("<IIII", len(strings), fnv1a(raw), HFLAG_SKIPS_INVALID, 0))
+        for h in hashes:  # low 24 bits, as the README says
+            f.write(struct.pack("<I", h & 0xFFFFFF)[:3])
     print("%s: %d strings (tiktoken %s)" % (out, len(strings), tiktoken.__version__))
 
 

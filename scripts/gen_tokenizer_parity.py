@@ -104,7 +104,12 @@ MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 SEED = 20240611
 N_STRINGS = 10600          # random strings, plus the hand-written edge cases
-MAX_DATA_BYTES = 2 << 20   # everything under OUT_DIR stays below this
+MAX_DATA_BYTES = 2000000   # everything under OUT_DIR stays below this (2 MB)
+# Hash files another script makes from the same strings.lps (kept, counted):
+# scripts/gen_tiktoken_parity.py, OpenAI's tiktoken on cl100k_base.
+OTHER_HASHES = {"tiktoken-cl100k": ("cl100k_base (tiktoken ranks, `kvik vocab-import`)",
+                                    "tiktoken itself: cl100k_base's pattern and ranks "
+                                    "(scripts/gen_tiktoken_parity.py; rerun it after this script)")}
 
 FNV32_BASIS = 0x811C9DC5
 FNV32_PRIME = 0x01000193
@@ -1254,7 +1259,7 @@ def generate_strings():
 # Files.
 
 STRINGS_MAGIC = b"KVTPSTR1"
-HASH_MAGIC = b"KVTPHSH1"
+HASH_MAGIC = b"KVTPHSH2"
 
 
 def pack_strings(items):
@@ -1288,7 +1293,8 @@ def unpack_strings(data):
 def pack_hashes(hashes, strings_hash, flags):
     out = bytearray(HASH_MAGIC)
     out += struct.pack("<IIII", len(hashes), strings_hash, flags, 0)
-    out += struct.pack("<%dI" % len(hashes), *hashes)
+    for h in hashes:  # the low 24 bits, 3 bytes each (keeps the data under 2 MB)
+        out += struct.pack("<I", h & 0xFFFFFF)[:3]
     return bytes(out)
 
 
@@ -1442,16 +1448,18 @@ Categories: {categories}.
 
 | offset | size | field |
 | --- | --- | --- |
-| 0 | 8 | magic `KVTPHSH1` |
+| 0 | 8 | magic `KVTPHSH2` |
 | 8 | 4 | u32 `n`: must equal strings.lps's |
 | 12 | 4 | u32 FNV-1a 32 of the whole strings.lps (ties the two files together) |
 | 16 | 4 | u32 flags (bit 0: strings flagged invalid UTF-8 are skipped; their hash is 0) |
 | 20 | 4 | reserved, 0 |
-| 24 | 4·n | u32 hash of string i's ids |
+| 24 | 3·n | u24: the low 24 bits of the hash of string i's ids |
 
 The hash of an id sequence is 32-bit FNV-1a (offset basis 0x811C9DC5, prime
 0x01000193) over the ids written as int32 little-endian, 4 bytes each; the
-empty sequence hashes to 0x811C9DC5. Encoding is with add_special off and
+empty sequence hashes to 0x811C9DC5. Only its low 24 bits are stored, which
+keeps all the data under 2 MB; a wrong id sequence still passes for a given
+string with probability 2^-24. Encoding is with add_special off and
 parse_special off.
 
 ## Families
@@ -1478,7 +1486,7 @@ BPE with the bytes around it in the same piece (with NFC, each run of
 valid text between such bytes is normalized on its own); the SentencePiece
 and WordPiece families skip such strings.
 
-The folder holds {total_bytes} bytes in all (the generator keeps it under 2 MiB).
+The folder holds {total_bytes} bytes in all (the generator keeps it under 2 MB).
 
 ## Unicode versions
 
@@ -1522,7 +1530,7 @@ def describe_pipeline(name):
 
 def write_readme(out_dir, n, total_bytes):
     fam = []
-    for stem, (source, kind) in FAMILIES.items():
+    for stem, (source, kind) in list(FAMILIES.items()) + list(OTHER_HASHES.items()):
         fam.append("| `%s.hash` | %s | %s |" % (stem, source, kind))
     pipes = "\n".join("- `%s` (tokenizer.ggml.pre %s): %s" % (k, PRE_NAMES[k], describe_pipeline(k))
                       for k in PIPELINES)
@@ -1561,8 +1569,9 @@ def generate(out_dir):
         print("  %-28s %d tokens in all" % (stem, sum(len(v) for v in ids if v)))
     # Stale files of families that no longer exist.
     for name in sorted(os.listdir(out_dir)):
-        if name.endswith(".hash") and name[:-5] not in FAMILIES:
+        if name.endswith(".hash") and name[:-5] not in FAMILIES and name[:-5] not in OTHER_HASHES:
             os.remove(os.path.join(out_dir, name))
+    total += len(OTHER_HASHES) * (24 + 3 * len(items))  # their size, once remade
     # The README states the folder's size, its own included: rewrite it
     # until the number it states is the number it makes.
     size = total
