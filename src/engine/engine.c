@@ -528,7 +528,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     }
     if (kv_paged_init(&e->kv, &kc, err)) goto fail;
     e->n_blocks = kc.n_blocks;
-    e->watermark = e->n_blocks / 100 > 1 ? e->n_blocks / 100 : 1;
+    e->watermark = e->n_blocks / 100; /* vLLM keeps 1% too */
     if (!kv_paged_reserve_tables(&e->kv, c->n_ctx)) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for block tables");
         goto fail;

@@ -184,6 +184,10 @@ struct engine_stats {
     struct engine_hist prefill;    /* per request: first scheduled -> first token */
 };
 
+/* The statistics as the engine thread last published them (at the end of
+ * each of its loops, so a final event may be seen a moment before the step
+ * that sent it is counted; once engine_drain has returned they are
+ * complete). */
 void engine_stats(struct engine *e, struct engine_stats *out);
 
 #endif /* KVIK_ENGINE_H */
