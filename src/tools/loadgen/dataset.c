@@ -265,10 +265,11 @@ kvik_status lg_dataset_parse_jsonl(const char *buf, size_t len, int32_t default_
             return err_set(err, KVIK_ERR_FORMAT, "line %lld: %s", (long long)line, why);
         }
         char *prompt = strndup(json_string_value(pr), json_string_length(pr));
-        char *sys = json_is_string(sy) ? strndup(json_string_value(sy), json_string_length(sy)) : NULL;
+        bool has_sys = json_is_string(sy);
+        char *sys = has_sys ? strndup(json_string_value(sy), json_string_length(sy)) : NULL;
         int32_t out = ol ? (int32_t)json_integer_value(ol) : default_output_len;
-        json_decref(o);
-        if (!prompt || (json_is_string(sy) && !sys)) {
+        json_decref(o); /* pr, ol and sy die with it */
+        if (!prompt || (has_sys && !sys)) {
             free(prompt);
             free(sys);
             return err_set(err, KVIK_ERR_NOMEM, "out of memory reading the dataset");
