@@ -116,6 +116,8 @@ static void panel_line(struct panel *p, const double *x, const double *y, int64_
 static void legend(struct panel *p, int row, const char *name, const char *color, bool dashed) {
     FILE *f = p->f;
     double x = ax_x(p, p->x1) - 150, y = ax_y(p, p->y1) + 14 + 15 * row;
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"146\" height=\"15\" fill=\"white\" fill-opacity=\"0.85\"/>\n",
+            x - 3, y - 11);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", x,
             y - 4, x + 22, y - 4, color, dashed ? " stroke-dasharray=\"5,3\"" : "");
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">", x + 27, y);
