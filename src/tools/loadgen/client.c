@@ -359,6 +359,26 @@ static void req_free(struct req *q) {
     free(q->errbody.p);
 }
 
+/* The easy handle of one streamed request (made when it is sent, so memory
+ * follows the requests in flight, not the whole dataset). */
+static CURL *stream_handle(struct req *q, const char *url, struct curl_slist *hdr, const struct lg_config *cfg) {
+    CURL *h = curl_easy_init();
+    if (!h) return NULL;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(q->body));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stream_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, q);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, q);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, q->curl_err);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    if (cfg->timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(cfg->timeout_s * 1000.0));
+    return h;
+}
+
 /* ---- the loop ----------------------------------------------------------------------- */
 
 static double cpu_seconds(const struct timeval *tv) { return (double)tv->tv_sec + (double)tv->tv_usec * 1e-6; }
@@ -416,27 +436,13 @@ kvik_status lg_run(const struct lg_config *cfg, const struct lg_dataset *ds, str
         r->output_tokens = -1;
         r->expected_output = ds->items[i].output_len;
         r->chunk_cap = ds->items[i].output_len + 2 > 2 ? ds->items[i].output_len + 2 : 64;
-        if (r->chunk_cap > 1 << 20) r->chunk_cap = 1 << 20;
+        if (r->chunk_cap > 1024) r->chunk_cap = 1024; /* grows if the server sends more */
         r->chunk_ns = malloc(sizeof *r->chunk_ns * (size_t)r->chunk_cap);
         struct req *q = &reqs[i];
         q->rec = r;
         sse_init(&q->sse);
         q->body = lg_request_body(cfg, out->model, &ds->items[i]);
-        q->h = curl_easy_init();
-        if (!r->chunk_ns || !q->body || !q->h) goto nomem;
-        CURL *h = q->h;
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(q->body));
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stream_write);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, q);
-        curl_easy_setopt(h, CURLOPT_PRIVATE, q);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, q->curl_err);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-        if (cfg->timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(cfg->timeout_s * 1000.0));
+        if (!r->chunk_ns || !q->body) goto nomem;
     }
 
     /* the server's view before */
@@ -461,6 +467,7 @@ kvik_status lg_run(const struct lg_config *cfg, const struct lg_dataset *ds, str
             q->rec->t_send_ns = clock_ns() - t0;
             q->rec->t_end_ns = q->rec->t_send_ns;
             if (first_send < 0) first_send = q->rec->t_send_ns;
+            if (!(q->h = stream_handle(q, url, hdr, cfg))) goto nomem;
             if (curl_multi_add_handle(multi, q->h) != CURLM_OK) {
                 st = err_set(err, KVIK_ERR_IO, "libcurl refused a request");
                 goto fail;
