@@ -14,13 +14,16 @@
 # kvik.json (sweep reports), llama.svg, kvik.svg, compare.txt and compare.svg
 # (both curves), and each server's log. A server that does not start (kvik
 # serve before it exists) is reported and skipped; the other still runs.
+# $KVIK_BIN is the kvik that generates the load (default build/kvik),
+# $KVIK_SERVE_BIN the one that serves (default the same).
 #
 # Requests are chat completions at temperature 0 with ignore_eos, so both
 # servers generate exactly --output-len tokens for every request.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-KVIK=${KVIK_BIN:-$ROOT/build/kvik}
+KVIK=${KVIK_BIN:-$ROOT/build/kvik}          # the load generator
+KVIK_SERVE=${KVIK_SERVE_BIN:-$KVIK}         # the kvik that serves (another build may be given)
 MODEL=""
 THREADS=$(nproc)
 SWEEP=(--concurrency 1,4,8)
@@ -47,7 +50,7 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --) shift; EXTRA=("$@"); break ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "serve-peer: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -115,11 +118,11 @@ if [ "$ONLY" != kvik ]; then
         -c "$CTX_ALL" -np "$NP" --metrics -ngl 0 && have_llama=1 || true
 fi
 if [ "$ONLY" != llama ]; then
-    if "$KVIK" serve --help >/dev/null 2>&1; then
-        run_side kvik "$KVIK" serve -m "$MODEL" -t "$THREADS" --host 127.0.0.1 -c "$CTX_SEQ" \
+    if "$KVIK_SERVE" serve --help >/dev/null 2>&1; then
+        run_side kvik "$KVIK_SERVE" serve -m "$MODEL" -t "$THREADS" --host 127.0.0.1 -c "$CTX_SEQ" \
             --max-seqs "$NP" --ctx-total "$CTX_ALL" && have_kvik=1 || true
     else
-        echo "serve-peer: $KVIK has no 'serve' command yet; kvik side skipped" >&2
+        echo "serve-peer: $KVIK_SERVE has no 'serve' command yet; kvik side skipped" >&2
     fi
 fi
 

@@ -187,6 +187,7 @@ static void first_model(const char *base, struct curl_slist *hdr, char *out, siz
 
 struct scrape {
     bool ok;
+    bool kvik; /* any of kvik's metrics was there (another server's are not read) */
     double queue_sum, queue_count, prefill_sum, prefill_count, preempt, kv_usage;
     bool has_kv;
 };
@@ -194,12 +195,13 @@ struct scrape {
 static void scrape_read(const char *s, size_t n, struct scrape *sc) {
     memset(sc, 0, sizeof *sc);
     sc->ok = true;
-    prom_sum(s, n, "kvik_request_queue_time_seconds_sum", &sc->queue_sum);
-    prom_sum(s, n, "kvik_request_queue_time_seconds_count", &sc->queue_count);
-    prom_sum(s, n, "kvik_request_prefill_time_seconds_sum", &sc->prefill_sum);
-    prom_sum(s, n, "kvik_request_prefill_time_seconds_count", &sc->prefill_count);
-    prom_sum(s, n, "kvik_preemptions_total", &sc->preempt);
+    bool k = prom_sum(s, n, "kvik_request_queue_time_seconds_sum", &sc->queue_sum);
+    k |= prom_sum(s, n, "kvik_request_queue_time_seconds_count", &sc->queue_count);
+    k |= prom_sum(s, n, "kvik_request_prefill_time_seconds_sum", &sc->prefill_sum);
+    k |= prom_sum(s, n, "kvik_request_prefill_time_seconds_count", &sc->prefill_count);
+    k |= prom_sum(s, n, "kvik_preemptions_total", &sc->preempt);
     sc->has_kv = prom_sum(s, n, "kvik_kv_cache_usage_ratio", &sc->kv_usage);
+    sc->kvik = k || sc->has_kv;
 }
 
 static bool scrape_now(const char *url, struct curl_slist *hdr, struct scrape *sc) {
@@ -560,7 +562,7 @@ kvik_status lg_run(const struct lg_config *cfg, const struct lg_dataset *ds, str
         curl_easy_cleanup(poll_h);
         poll_h = NULL;
     }
-    if (scrape && scrape_now(metrics_url, get_hdr, &after)) {
+    if (scrape && scrape_now(metrics_url, get_hdr, &after) && (before.kvik || after.kvik)) {
         struct lg_server_view *sv = &out->server;
         sv->available = true;
         sv->queue_time_sum_s = after.queue_sum - before.queue_sum;

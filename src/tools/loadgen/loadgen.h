@@ -249,7 +249,7 @@ bool prom_sum(const char *text, size_t len, const char *name, double *out);
 
 /* The server-side view from /metrics (kvik's metric names). */
 struct lg_server_view {
-    bool available;             /* /metrics answered before and after */
+    bool available;             /* /metrics answered before and after, with kvik's metrics */
     double queue_time_sum_s, queue_time_count;     /* deltas of kvik_request_queue_time_seconds */
     double prefill_time_sum_s, prefill_time_count; /* deltas of kvik_request_prefill_time_seconds */
     double preemptions;         /* delta of kvik_preemptions_total */
