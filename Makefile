@@ -31,6 +31,20 @@ $(info kvik: $(CC) not found; running scripts/install-deps.sh build)
 $(shell scripts/install-deps.sh build >&2)
 endif
 
+# The server's libraries (Debian: libmicrohttpd-dev, libjansson-dev; the tests
+# also use libcurl4-openssl-dev), found with pkg-config.
+PKG_CONFIG ?= pkg-config
+SERVER_PKGS := libmicrohttpd jansson
+ifeq ($(shell $(PKG_CONFIG) --exists $(SERVER_PKGS) libcurl 2>/dev/null && echo yes),)
+$(info kvik: libmicrohttpd, jansson or libcurl development files not found; running scripts/install-deps.sh build)
+$(shell scripts/install-deps.sh build >&2)
+endif
+SERVER_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null)
+SERVER_LIBS := $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null)
+JSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -fPIC -pthread \
 	-ffp-contract=off -fno-strict-aliasing -Iinclude -Isrc -DKVIK_BUILDING_LIBRARY \
@@ -50,11 +64,18 @@ ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnn
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
+# The load generator of `kvik bench serve` (libcurl + jansson): linked into
+# the kvik command and the tests, not into libkvik.
+LOADGEN_SRC := $(sort $(wildcard src/tools/loadgen/*.c))
+# its parsers (no sockets): fuzz targets link them
+LOADGEN_PURE_SRC := src/tools/loadgen/sse.c src/tools/loadgen/prom.c src/tools/loadgen/dataset.c \
+	src/tools/loadgen/arrival.c
 TEST_SRC := $(sort $(wildcard tests/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+LOADGEN_OBJ := $(LOADGEN_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
 STATIC_LIB := $(BUILD)/libkvik.a
@@ -62,8 +83,9 @@ SHARED_LIB := $(BUILD)/libkvik.so.$(VERSION)
 SONAME := libkvik.so.$(VERSION_MAJOR)
 KVIK := $(BUILD)/kvik
 TESTS := $(BUILD)/kvik-tests
+FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 
-.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run
+.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai
 all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
 $(BUILD)/obj/%_amx.o: %_amx.c
@@ -78,6 +100,14 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_AVX2) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/src/tools/loadgen/%.o: src/tools/loadgen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
@@ -91,11 +121,21 @@ $(SHARED_LIB): $(LIB_OBJ)
 	ln -sf libkvik.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libkvik.so
 
-$(KVIK): $(CLI_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LDLIBS_ALL)
+$(KVIK): $(CLI_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(CURL_LIBS) $(JSON_LIBS) $(LDLIBS_ALL)
 
-$(TESTS): $(TEST_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(STATIC_LIB) $(LDLIBS_ALL)
+$(TESTS): $(TEST_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(LDLIBS_ALL)
+
+# A fake OpenAI-compatible server (the one the load-generator tests start),
+# for benchmarking `kvik bench serve` itself: bench/fake-openai.c.
+fake-openai: $(FAKE_OPENAI)
+$(FAKE_OPENAI): $(BUILD)/obj/bench/fake-openai.o $(BUILD)/obj/tests/fake_openai.o
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(SERVER_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/obj/bench/%.o: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) -Itests -MMD -MP -c $< -o $@
 
 # The shared fixtures live beside the repository (../shared); tests that
 # need them skip with a message when they are absent.
@@ -118,10 +158,10 @@ fuzz:
 	@scripts/install-deps.sh fuzz
 	$(MAKE) $(FUZZ_BINS)
 
-$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h)
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LOADGEN_PURE_SRC) $(wildcard src/*/*.h src/*/*/*.h)
 	@mkdir -p $(FUZZ_BUILD)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
-	  -DKVIK_NO_SIMD $< -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(SERVER_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
+	  $(LOADGEN_PURE_SRC) -DKVIK_NO_SIMD $< -o $@ $(JSON_LIBS) -lm
 
 fuzz-run: fuzz
 	@for f in $(FUZZ_BINS); do \
@@ -163,4 +203,4 @@ deps:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(LOADGEN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh PROFILE... — install the Debian packages a profile needs, if
-# missing. Profiles: build (C compiler, make), fuzz (clang + libFuzzer
-# runtime), python (python3 + pip, for golden-data scripts and model fetching).
+# missing. Profiles: build (C compiler, make, pkg-config and the server's
+# libraries: libmicrohttpd, jansson, libcurl for the HTTP tests and the load
+# generator), fuzz (clang + libFuzzer runtime), python (python3 + pip, for
+# golden-data scripts and model fetching).
 set -eu
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -10,6 +12,11 @@ for p in "$@"; do
     build)
       have_cmd cc || need+=(gcc libc6-dev)
       have_cmd make || need+=(make)
+      have_cmd pkg-config || need+=(pkg-config)
+      have_pc() { have_cmd pkg-config && pkg-config --exists "$1"; }
+      have_pc libmicrohttpd || need+=(libmicrohttpd-dev)
+      have_pc jansson || need+=(libjansson-dev)
+      have_pc libcurl || need+=(libcurl4-openssl-dev)
       ;;
     fuzz)
       have_cmd clang || need+=(clang)

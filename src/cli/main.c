@@ -21,6 +21,7 @@ static void usage(FILE *f) {
             "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"
             "  detokenize -m MODEL ID...   token ids to text\n"
             "  bench tokenizer -f CORPUS   tokenizer speed against Hugging Face tokenizers\n"
+            "  bench serve --url URL       load-test an OpenAI-compatible server (also bench sweep, compare)\n"
             "  vocab-import --tiktoken F   a GGUF vocabulary from a tiktoken ranks file\n"
             "\n"
             "  --help, --version\n");
