@@ -36,12 +36,11 @@ struct attn_tok {
     int32_t seq, pos, idx;
 };
 
-/* One attention work item: tokens tok[first .. first + n_tok) (one
- * sequence, ascending positions) against K/V head kvh, for query heads
- * kvh * group + head0 .. + n_heads of the group. */
+/* One attention work item: tokens toks[first .. first + n_tok) (one
+ * sequence, ascending positions) against K/V head kvh, for every query
+ * head of its group. */
 struct attn_item {
-    int32_t first, n_tok;
-    int32_t kvh, head0, n_heads;
+    int32_t first, n_tok, kvh;
 };
 
 struct model_ctx {
@@ -120,8 +119,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->attn_out = mem_alloc_aligned(nth * max_rows * sizeof(float *));
     c->attn_last = mem_alloc_aligned(nth * max_rows * sizeof(int32_t));
     c->toks = mem_alloc_aligned(T * sizeof(struct attn_tok));
-    /* blocks x K/V heads, or (few blocks) every query head its own item */
-    c->max_items = max_tokens * hp->n_head_kv + 2 * c->n_threads * hp->n_head;
+    c->max_items = max_tokens * hp->n_head_kv; /* at most a block per token, times the K/V heads */
     c->items = mem_alloc_aligned((size_t)c->max_items * sizeof(struct attn_item));
     c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
@@ -216,24 +214,14 @@ static int cmp_attn_tok(const void *pa, const void *pb) {
 
 /* The batch's attention items: each sequence's tokens in blocks of up to
  * ATTN_BLOCK_TOKENS, times the K/V heads, the latest blocks (longest
- * contexts) first. When that gives too few items to keep every thread busy
- * (decoding one sequence), each query head becomes its own item: the
- * result is the same, every row being computed alone, only the cache is
- * read once per head instead of once per group. */
+ * contexts) first. A K/V head is never split between items: decoding at
+ * long context streams the cache from memory, and one reading per group
+ * beat a reading per query head that kept more threads busy (3 items on 2
+ * threads against 9; docs/benchmarks.md). */
 static void attn_plan(struct model_ctx *c, const struct model_batch *b) {
     const struct model_hparams *hp = &c->m->hp;
-    int group = hp->n_head / hp->n_head_kv;
     for (int t = 0; t < b->n; t++) c->toks[t] = (struct attn_tok){b->seq[t], b->pos[t], t};
     qsort(c->toks, (size_t)b->n, sizeof *c->toks, cmp_attn_tok);
-    int n_blocks = 0;
-    for (int t = 0; t < b->n;) {
-        int e = t + 1;
-        while (e < b->n && c->toks[e].seq == c->toks[t].seq && e - t < ATTN_BLOCK_TOKENS) e++;
-        n_blocks++;
-        t = e;
-    }
-    bool split = group > 1 && n_blocks * hp->n_head_kv < 2 * c->n_threads;
-    int per_item = split ? 1 : group;
     c->n_items = 0;
     /* blocks from the end of the sorted batch */
     for (int e = b->n; e > 0;) {
@@ -244,8 +232,7 @@ static void attn_plan(struct model_ctx *c, const struct model_batch *b) {
         for (int s0 = start; s0 >= t; s0 -= ATTN_BLOCK_TOKENS) {
             int n = e - s0 < ATTN_BLOCK_TOKENS ? e - s0 : ATTN_BLOCK_TOKENS;
             for (int kvh = 0; kvh < hp->n_head_kv; kvh++)
-                for (int h0 = 0; h0 < group; h0 += per_item)
-                    c->items[c->n_items++] = (struct attn_item){s0, n, kvh, h0, per_item};
+                c->items[c->n_items++] = (struct attn_item){s0, n, kvh};
             e = s0;
         }
         e = t;
@@ -286,8 +273,8 @@ static void attn_worker(void *arg, int ith, int nth) {
         int32_t end = c->toks[it->first + it->n_tok - 1].pos;
         for (int j = 0; j < it->n_tok; j++) {
             const struct attn_tok *tk = &c->toks[it->first + j];
-            for (int g = 0; g < it->n_heads; g++) {
-                size_t row = ((size_t)tk->idx * hp->n_head + (size_t)it->kvh * group + it->head0 + g) * hd;
+            for (int g = 0; g < group; g++) {
+                size_t row = ((size_t)tk->idx * hp->n_head + (size_t)it->kvh * group + g) * hd;
                 rq[n_rows] = c->q + row, ro[n_rows] = c->attn + row, rl[n_rows] = tk->pos;
                 n_rows++;
             }
