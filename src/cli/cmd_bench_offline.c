@@ -8,6 +8,11 @@
  *   tg N: one sequence, empty cache, N forward passes of one random token
  *         each, logits every time (nothing is sampled).
  *
+ * With -d D (llama-bench's depth) both tests start after D cached positions
+ * instead of an empty cache: D random tokens are prefilled once, untimed,
+ * and every repetition writes its positions from D on. --cache-type stores
+ * the cached rows as F16 or Q8_0 instead of F32.
+ *
  * One untimed warm-up of each test, then -r timed repetitions; medians are
  * reported with min and max. Decode is also given as GB/s of weights read
  * and as a fraction of the read bandwidth measured in the same run; prefill
@@ -25,10 +30,12 @@ enum { UBATCH = 512 };
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik bench offline [-m MODEL] [-p N] [-n N] [-r N] [-t N] [--json]\n"
+            "usage: kvik bench offline [-m MODEL] [-p N] [-n N] [-d N] [-r N] [-t N] [--cache-type T] [--json]\n"
             "  -m PATH   model (default: $KVIK_MODEL, else the default model in the cache)\n"
             "  -p N      prompt tokens of the prefill test (default 512; 0: skip)\n"
             "  -n N      tokens of the decode test (default 128; 0: skip)\n"
+            "  -d N      depth: both tests start after N cached positions (default 0)\n"
+            "  --cache-type T  how cached K/V rows are stored: f32 (default), f16, q8_0\n"
             "  -r N      repetitions, medians reported (default 5)\n"
             "  -t N      threads (default: all CPUs)\n"
             "  --json    one JSON object on stdout\n");
@@ -67,25 +74,26 @@ struct offline {
     int32_t *tokens, *pos, *seq;
     float *logits;
     int n_vocab;
+    int depth; /* cached positions before each test */
 };
 
-/* Prefill n random tokens from position 0; returns seconds or < 0. */
-static double run_pp(struct offline *b, int n, struct kvik_err *err) {
+/* Prefill n random tokens from position `from`; returns seconds or < 0. */
+static double run_pp(struct offline *b, int from, int n, struct kvik_err *err) {
     int64_t t0 = clock_ns();
     for (int start = 0; start < n; start += UBATCH) {
         int nb = n - start < UBATCH ? n - start : UBATCH;
-        for (int i = 0; i < nb; i++) b->pos[i] = start + i;
+        for (int i = 0; i < nb; i++) b->pos[i] = from + start + i;
         struct model_batch mb = {.n = nb, .tokens = b->tokens + start, .pos = b->pos, .seq = b->seq};
         if (model_forward(b->ctx, &b->kv.base, &mb, b->logits, err)) return -1;
     }
     return (double)(clock_ns() - t0) * 1e-9;
 }
 
-/* Decode n tokens one at a time from position 0; returns seconds or < 0. */
+/* Decode n tokens one at a time from position b->depth; returns seconds or < 0. */
 static double run_tg(struct offline *b, int n, struct kvik_err *err) {
     int64_t t0 = clock_ns();
     for (int i = 0; i < n; i++) {
-        int32_t p = i, s = 0;
+        int32_t p = b->depth + i, s = 0;
         struct model_batch mb = {.n = 1, .tokens = &b->tokens[i], .pos = &p, .seq = &s};
         if (model_forward(b->ctx, &b->kv.base, &mb, b->logits, err)) return -1;
     }
@@ -94,7 +102,8 @@ static double run_tg(struct offline *b, int n, struct kvik_err *err) {
 
 int cmd_bench_offline(int argc, char **argv) {
     const char *model_arg = NULL;
-    long n_prompt = 512, n_gen = 128, reps = 5, threads = cpu_count();
+    long n_prompt = 512, n_gen = 128, depth = 0, reps = 5, threads = cpu_count();
+    int cache_type = TENSOR_TYPE_F32;
     bool json = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -111,6 +120,11 @@ int cmd_bench_offline(int argc, char **argv) {
         } else if (!strcmp(a, "-m")) model_arg = v;
         else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 0, 1 << 20, &n_prompt);
         else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 20, &n_gen);
+        else if (!strcmp(a, "-d")) ok = cli_parse_long(v, 0, 1 << 20, &depth);
+        else if (!strcmp(a, "--cache-type")) {
+            cache_type = tensor_type_from_name(v);
+            ok = cache_type == TENSOR_TYPE_F32 || cache_type == TENSOR_TYPE_F16 || cache_type == TENSOR_TYPE_Q8_0;
+        }
         else if (!strcmp(a, "-r")) ok = cli_parse_long(v, 1, 1000, &reps);
         else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &threads);
         else {
@@ -146,8 +160,11 @@ int cmd_bench_offline(int argc, char **argv) {
     if (model_load(path, &m, &err)) goto fail;
     const struct model_hparams *hp = &m->hp;
     int n_tok = (int)(n_prompt > n_gen ? n_prompt : n_gen);
-    int max_batch = n_prompt < UBATCH ? (n_prompt ? (int)n_prompt : 1) : UBATCH;
+    long widest = n_prompt > depth ? n_prompt : depth;
+    int max_batch = widest < UBATCH ? (widest ? (int)widest : 1) : UBATCH;
     b.n_vocab = hp->n_vocab;
+    b.depth = (int)depth;
+    n_tok += (int)depth;
     b.tokens = malloc(sizeof(int32_t) * (size_t)n_tok);
     b.pos = malloc(sizeof(int32_t) * UBATCH);
     b.seq = calloc(UBATCH, sizeof(int32_t));
@@ -162,15 +179,17 @@ int cmd_bench_offline(int argc, char **argv) {
         b.tokens[i] = (int32_t)(rng % (uint64_t)hp->n_vocab);
     }
     if (!(b.ctx = model_ctx_new(m, (int)threads, max_batch, n_tok, &err))) goto fail;
-    if (kv_flat_init(&b.kv, hp->n_layer, 1, n_tok, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F32, &err)) goto fail;
+    if (kv_flat_init(&b.kv, hp->n_layer, 1, n_tok, hp->n_head_kv * hp->head_dim, cache_type, &err)) goto fail;
     if (!(pool = pool_create((int)threads, &err))) goto fail;
     if (n_gen && bench_reader_init(&reader, (size_t)1 << 30, pool, &err)) goto fail;
 
+    /* the positions every test starts after, once */
+    if (depth && run_pp(&b, 0, (int)depth, &err) < 0) goto fail;
     /* warm-up: faults the weights in and settles the caches */
-    if ((n_prompt && run_pp(&b, (int)n_prompt, &err) < 0) || (n_gen && run_tg(&b, n_gen < 16 ? (int)n_gen : 16, &err) < 0))
+    if ((n_prompt && run_pp(&b, b.depth, (int)n_prompt, &err) < 0) || (n_gen && run_tg(&b, n_gen < 16 ? (int)n_gen : 16, &err) < 0))
         goto fail;
     for (long r = 0; r < reps; r++) {
-        if (n_prompt && (pp_s[r] = run_pp(&b, (int)n_prompt, &err)) < 0) goto fail;
+        if (n_prompt && (pp_s[r] = run_pp(&b, b.depth, (int)n_prompt, &err)) < 0) goto fail;
         if (n_gen) {
             bw[r] = bench_read_pass(&reader, pool);
             if ((tg_s[r] = run_tg(&b, (int)n_gen, &err)) < 0) goto fail;
@@ -199,17 +218,17 @@ int cmd_bench_offline(int argc, char **argv) {
         cli_json_str(stdout, base, strlen(base));
         printf(",\"path\":");
         cli_json_str(stdout, path, strlen(path));
-        printf(",\"isa\":\"%s\",\"threads\":%ld,\"reps\":%ld,\"n_prompt\":%ld,\"n_gen\":%ld,"
+        printf(",\"isa\":\"%s\",\"threads\":%ld,\"reps\":%ld,\"n_prompt\":%ld,\"n_gen\":%ld,\"depth\":%ld,\"cache_type\":\"%s\","
                "\"model_bytes\":%llu,\"decode_bytes\":%llu,"
                "\"pp_tok_s\":%.3f,\"pp_min\":%.3f,\"pp_max\":%.3f,\"pp_gops\":%.2f,\"int8_peak_gops\":%.1f,"
                "\"tg_tok_s\":%.3f,\"tg_min\":%.3f,\"tg_max\":%.3f,\"tg_gbs\":%.3f,\"read_gbs\":%.3f,"
                "\"tg_pct_bw\":%.2f}\n",
-               k->name, threads, reps, n_prompt, n_gen, (unsigned long long)m->weight_bytes,
+               k->name, threads, reps, n_prompt, n_gen, depth, tensor_type_name(cache_type), (unsigned long long)m->weight_bytes,
                (unsigned long long)model_decode_bytes(m), pp.median, pp.min, pp.max, pp_gops, peak, tg.median,
                tg.min, tg.max, tg_gbs, bws.median, pct.median);
     } else {
-        printf("model %s (%.1f MiB of weights), %ld threads, %s, %ld repetitions\n", base,
-               (double)m->weight_bytes / (1 << 20), threads, k->name, reps);
+        printf("model %s (%.1f MiB of weights), %ld threads, %s, %ld repetitions, depth %ld, %s cache\n", base,
+               (double)m->weight_bytes / (1 << 20), threads, k->name, reps, depth, tensor_type_name(cache_type));
         if (n_prompt)
             printf("pp%-5ld %9.2f tok/s  (min %.2f, max %.2f)  %.1f GOP/s int8 = %.1f%% of %.0f GOP/s peak\n",
                    n_prompt, pp.median, pp.min, pp.max, pp_gops, peak > 0 ? 100 * pp_gops / peak : 0, peak);

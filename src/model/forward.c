@@ -17,13 +17,31 @@
  *
  * All buffers are allocated once in model_ctx_new; a forward allocates
  * nothing. Weight products go through tensor_matmul on the thread pool;
- * attention is split over (token, head) pairs on the same pool.
+ * attention is split into (sequence, K/V head, block of the sequence's
+ * tokens) items on the same pool: one kernel call per item reads the K/V
+ * head's cached rows once for every query head of the group and every
+ * token of the block (tensor.h, attention).
  */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "model/model.h"
+
+/* Tokens of one sequence whose queries share a reading of the cache. */
+enum { ATTN_BLOCK_TOKENS = 32 };
+
+/* A token of the batch, for sorting by (sequence, position). */
+struct attn_tok {
+    int32_t seq, pos, idx;
+};
+
+/* One attention work item: tokens toks[first .. first + n_tok) (one
+ * sequence, ascending positions) against K/V head kvh, for every query
+ * head of its group. */
+struct attn_item {
+    int32_t first, n_tok, kvh;
+};
 
 struct model_ctx {
     const struct model *m;
@@ -38,10 +56,16 @@ struct model_ctx {
     float *attn;   /* [max_tokens][q_dim] */
     float *gate;   /* [max_tokens][n_ff] */
     float *up;     /* [max_tokens][n_ff] */
-    float *scores; /* [n_threads][max_ctx + 8] attention weights */
-    struct attn_span *spans; /* [n_threads][max_ctx] runs of cached rows */
-    float *kv_f32;   /* [n_threads][2][max_ctx][head_dim] one head's K and V as floats
-                        (caches that store rows as F16 or Q8_0) */
+    int n_threads;
+    struct attn_span *spans;   /* [n_threads][max_ctx] runs of cached rows */
+    float *attn_scratch;       /* [n_threads][attn_floats] the attention kernel's tiles and row state */
+    size_t attn_floats;        /* tensor_attn_scratch_floats for the largest item, rounded to 16 */
+    const float **attn_q;      /* [n_threads][ATTN_BLOCK_TOKENS * group] an item's query rows */
+    float **attn_out;          /* [n_threads][ATTN_BLOCK_TOKENS * group] and output rows */
+    int32_t *attn_last;        /* [n_threads][ATTN_BLOCK_TOKENS * group] and their positions */
+    struct attn_tok *toks;     /* [max_tokens] the batch sorted by (sequence, position) */
+    struct attn_item *items;   /* [max_items] this batch's attention items */
+    int n_items, max_items;
     float *inv_freq; /* [rope_dim / 2] */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
@@ -86,9 +110,17 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->attn = alloc_floats(T * q_dim, &ok);
     c->gate = alloc_floats(T * hp->n_ff, &ok);
     c->up = alloc_floats(T * hp->n_ff, &ok);
-    c->scores = alloc_floats((size_t)n_threads * ((size_t)max_ctx + 8), &ok);
-    c->spans = mem_alloc_aligned((size_t)n_threads * (size_t)max_ctx * sizeof(struct attn_span));
-    c->kv_f32 = alloc_floats((size_t)n_threads * 2 * (size_t)max_ctx * hp->head_dim, &ok);
+    c->n_threads = pool_size(c->pool);
+    size_t nth = (size_t)c->n_threads, max_rows = (size_t)ATTN_BLOCK_TOKENS * (hp->n_head / hp->n_head_kv);
+    c->spans = mem_alloc_aligned(nth * (size_t)max_ctx * sizeof(struct attn_span));
+    c->attn_floats = (tensor_attn_scratch_floats(hp->head_dim, (int)max_rows) + 15) & ~(size_t)15;
+    c->attn_scratch = alloc_floats(nth * c->attn_floats, &ok);
+    c->attn_q = mem_alloc_aligned(nth * max_rows * sizeof(float *));
+    c->attn_out = mem_alloc_aligned(nth * max_rows * sizeof(float *));
+    c->attn_last = mem_alloc_aligned(nth * max_rows * sizeof(int32_t));
+    c->toks = mem_alloc_aligned(T * sizeof(struct attn_tok));
+    c->max_items = max_tokens * hp->n_head_kv; /* at most a block per token, times the K/V heads */
+    c->items = mem_alloc_aligned((size_t)c->max_items * sizeof(struct attn_item));
     c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
@@ -101,7 +133,8 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
         }
     }
     c->scratch = mem_alloc_aligned(scratch);
-    if (!ok || !c->rows || !c->spans || !c->scratch) {
+    if (!ok || !c->rows || !c->spans || !c->scratch || !c->attn_q || !c->attn_out || !c->attn_last || !c->toks ||
+        !c->items) {
         err_set(err, KVIK_ERR_NOMEM, "model: out of memory for a batch of %d tokens", max_tokens);
         goto fail;
     }
@@ -116,10 +149,15 @@ fail:
 void model_ctx_free(struct model_ctx *c) {
     if (!c) return;
     pool_free(c->pool);
-    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->scores, c->inv_freq, c->kv_f32};
+    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->inv_freq, c->attn_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
     mem_free(c->rows);
     mem_free(c->spans);
+    mem_free(c->attn_q);
+    mem_free(c->attn_out);
+    mem_free(c->attn_last);
+    mem_free(c->toks);
+    mem_free(c->items);
     mem_free(c->scratch);
     free(c);
 }
@@ -167,6 +205,40 @@ static kvik_status matmul3(struct model_ctx *c, const struct tensor_matrix *w0, 
     return st;
 }
 
+static int cmp_attn_tok(const void *pa, const void *pb) {
+    const struct attn_tok *x = pa, *y = pb;
+    if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+    if (x->pos != y->pos) return x->pos < y->pos ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* The batch's attention items: each sequence's tokens in blocks of up to
+ * ATTN_BLOCK_TOKENS, times the K/V heads, the latest blocks (longest
+ * contexts) first. A K/V head is never split between items: decoding at
+ * long context streams the cache from memory, and one reading per group
+ * beat a reading per query head that kept more threads busy (3 items on 2
+ * threads against 9; docs/benchmarks.md). */
+static void attn_plan(struct model_ctx *c, const struct model_batch *b) {
+    const struct model_hparams *hp = &c->m->hp;
+    for (int t = 0; t < b->n; t++) c->toks[t] = (struct attn_tok){b->seq[t], b->pos[t], t};
+    qsort(c->toks, (size_t)b->n, sizeof *c->toks, cmp_attn_tok);
+    c->n_items = 0;
+    /* blocks from the end of the sorted batch */
+    for (int e = b->n; e > 0;) {
+        int t = e - 1;
+        while (t > 0 && c->toks[t - 1].seq == c->toks[e - 1].seq) t--;
+        /* the sequence's tokens are [t, e): blocks aligned to its first token */
+        int start = t + (e - 1 - t) / ATTN_BLOCK_TOKENS * ATTN_BLOCK_TOKENS;
+        for (int s0 = start; s0 >= t; s0 -= ATTN_BLOCK_TOKENS) {
+            int n = e - s0 < ATTN_BLOCK_TOKENS ? e - s0 : ATTN_BLOCK_TOKENS;
+            for (int kvh = 0; kvh < hp->n_head_kv; kvh++)
+                c->items[c->n_items++] = (struct attn_item){s0, n, kvh};
+            e = s0;
+        }
+        e = t;
+    }
+}
+
 struct attn_job {
     struct model_ctx *c;
     struct kv_cache *kv;
@@ -176,55 +248,52 @@ struct attn_job {
     atomic_bool failed;
 };
 
-/* One (token, head) pair: the sequence's cached positions 0..pos, gathered
- * run by run from the cache, through the kernel table's attention. Rows
- * stored as F32 are read in place; F16 or Q8_0 rows are first converted,
- * this head's part of each, into the thread's float buffer. */
+/* One item: its query rows, the sequence's cached positions 0..the block's
+ * last, run by run from the cache (this K/V head's part of each row), and
+ * one call of the kernel table's attention. */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
-    const struct kv_cache *kv = job->kv;
+    struct kv_cache *kv = job->kv;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    float *scores = c->scores + (size_t)ith * (c->max_ctx + 8);
+    size_t max_rows = (size_t)ATTN_BLOCK_TOKENS * group;
     struct attn_span *spans = c->spans + (size_t)ith * c->max_ctx;
-    float *kf = c->kv_f32 + (size_t)ith * 2 * c->max_ctx * hd, *vf = kf + (size_t)c->max_ctx * hd;
-    const to_float_fn to_f32 = kv->type == TENSOR_TYPE_F32 ? NULL : tensor_type_traits(kv->type)->to_float;
+    float *scratch = c->attn_scratch + (size_t)ith * c->attn_floats;
+    const float **rq = c->attn_q + (size_t)ith * max_rows;
+    float **ro = c->attn_out + (size_t)ith * max_rows;
+    int32_t *rl = c->attn_last + (size_t)ith * max_rows;
     float scale = 1.0f / sqrtf((float)hd);
-    int total = job->b->n * hp->n_head;
     for (;;) {
-        int item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-        if (item >= total) break;
-        int t = item / hp->n_head, h = item % hp->n_head, kvh = h / group;
-        int seq = job->b->seq[t], n_pos = job->b->pos[t] + 1, n_spans = 0;
-        size_t head_off = tensor_row_size(kv->type, (int64_t)kvh * hd);
-        for (int p = 0; p < n_pos;) {
+        int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (i >= c->n_items) break;
+        const struct attn_item *it = &c->items[i];
+        int n_rows = 0, seq = c->toks[it->first].seq;
+        int32_t end = c->toks[it->first + it->n_tok - 1].pos;
+        for (int j = 0; j < it->n_tok; j++) {
+            const struct attn_tok *tk = &c->toks[it->first + j];
+            for (int g = 0; g < group; g++) {
+                size_t row = ((size_t)tk->idx * hp->n_head + (size_t)it->kvh * group + g) * hd;
+                rq[n_rows] = c->q + row, ro[n_rows] = c->attn + row, rl[n_rows] = tk->pos;
+                n_rows++;
+            }
+        }
+        size_t head_off = tensor_row_size(kv->type, (int64_t)it->kvh * hd);
+        int n_spans = 0;
+        for (int p = 0; p <= end;) {
             const void *k, *v;
-            int len = job->kv->span(job->kv, job->layer, seq, p, n_pos - p, &k, &v);
+            int len = kv->span(kv, job->layer, seq, p, end + 1 - p, &k, &v);
             if (len < 1) {
                 atomic_store(&job->failed, true);
                 return;
             }
-            const uint8_t *kb = (const uint8_t *)k + head_off, *vb = (const uint8_t *)v + head_off;
-            if (to_f32) {
-                for (int j = 0; j < len; j++) {
-                    to_f32(kb + (size_t)j * kv->row_bytes, kf + (size_t)(p + j) * hd, hd);
-                    to_f32(vb + (size_t)j * kv->row_bytes, vf + (size_t)(p + j) * hd, hd);
-                }
-            } else {
-                spans[n_spans++] = (struct attn_span){(const float *)kb, (const float *)vb, len};
-            }
+            spans[n_spans++] = (struct attn_span){(const uint8_t *)k + head_off, (const uint8_t *)v + head_off, len};
             p += len;
         }
-        size_t stride = kv->row_bytes / sizeof(float);
-        if (to_f32) {
-            spans[0] = (struct attn_span){kf, vf, n_pos};
-            n_spans = 1;
-            stride = (size_t)hd;
-        }
-        c->k->attn_head(hd, c->q + ((size_t)t * hp->n_head + h) * hd, spans, n_spans, stride, scale, scores,
-                        c->attn + ((size_t)t * hp->n_head + h) * hd);
+        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans};
+        struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl};
+        c->k->attn(hd, scale, &akv, &rows, scratch);
     }
 }
 
@@ -256,6 +325,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int t = 0; t < n; t++)
         et->to_float((const uint8_t *)m->token_embd.data + (size_t)b->tokens[t] * m->token_embd.row_bytes,
                      c->x + (size_t)t * hp->n_embd, hp->n_embd);
+    attn_plan(c, b);
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];

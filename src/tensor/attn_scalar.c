@@ -1,38 +1,101 @@
 /*
- * attn_scalar.c — the reference attention of one query head: scores, a
- * softmax with the maximum subtracted, then the weighted sum of V rows, in
- * plain C. The SIMD versions (attn_x86.h) follow the same three passes.
+ * attn_scalar.c — the reference attention kernel, in plain C: the query rows
+ * of one K/V head against that head's cached rows, a tile of
+ * TENSOR_ATTN_TILE positions at a time (online softmax, see tensor.h).
+ *
+ * For each tile (boundaries at absolute positions):
+ *   the tile's K and V rows are made floats once (F32 rows are read in
+ *   place; F16 and Q8_0 rows are converted into the scratch tile);
+ *   for each row that sees the tile, with n = its positions in the tile:
+ *     s_j   = scale * q . k_j                       j < n
+ *     m'    = max(m, max_j s_j)
+ *     p_j   = e^(s_j - m'),  alpha = e^(m - m')
+ *     l     = alpha l + sum_j p_j
+ *     out   = alpha out + sum_j p_j v_j             (j in order)
+ * and at the end out /= l. The SIMD versions (attn_x86.h) keep this order.
  */
 #include <math.h>
 
 #include "tensor/kernels.h"
+#include "tensor/quants.h"
 
-void attn_head_scalar(int hd, const float *restrict q, const struct attn_span *spans, int n_spans, size_t stride,
-                      float scale, float *restrict scores, float *restrict out) {
-    int n = 0;
-    float maxs = -INFINITY;
-    for (int s = 0; s < n_spans; s++) {
-        for (int j = 0; j < spans[s].n; j++, n++) {
-            const float *k = spans[s].k + (size_t)j * stride;
-            float dot = 0.0f;
-            for (int d = 0; d < hd; d++) dot += q[d] * k[d];
-            scores[n] = dot * scale;
-            if (scores[n] > maxs) maxs = scores[n];
+size_t tensor_attn_scratch_floats(int hd, int n_rows) {
+    size_t hp = attn_pad16((size_t)hd), T = TENSOR_ATTN_TILE;
+    return 2 * T * hp + hp + 2 * attn_pad16((size_t)n_rows) + T;
+}
+
+/* One cached row (hd values of type) as floats. */
+static void row_to_float(int type, const uint8_t *src, float *dst, int hd) {
+    if (type == TENSOR_TYPE_F16) {
+        const uint16_t *h = (const uint16_t *)src;
+        for (int d = 0; d < hd; d++) dst[d] = fp16_to_fp32(h[d]);
+    } else { /* Q8_0 */
+        const block_q8_0 *b = (const block_q8_0 *)src;
+        for (int i = 0; i < hd / QK; i++) {
+            float scale = fp16_to_fp32(b[i].d);
+            for (int j = 0; j < QK; j++) dst[i * QK + j] = scale * (float)b[i].qs[j];
         }
     }
+}
+
+/* One row's update by the first n positions of a tile. */
+static void row_tile(int hd, float scale, const float *q, const float *const *k, const float *const *v, int n,
+                     float *m, float *l, float *out, float *p) {
+    float mt = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        float dot = 0.0f;
+        for (int d = 0; d < hd; d++) dot += q[d] * k[j][d];
+        p[j] = dot * scale;
+        if (p[j] > mt) mt = p[j];
+    }
+    float mn = *m > mt ? *m : mt;
+    float alpha = expf(*m - mn); /* 0 for the first tile (m = -inf) */
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        scores[j] = expf(scores[j] - maxs);
-        sum += scores[j];
+        p[j] = expf(p[j] - mn);
+        sum += p[j];
     }
-    float inv = 1.0f / sum;
-    for (int d = 0; d < hd; d++) out[d] = 0.0f;
-    n = 0;
-    for (int s = 0; s < n_spans; s++) {
-        for (int j = 0; j < spans[s].n; j++, n++) {
-            const float *v = spans[s].v + (size_t)j * stride;
-            float p = scores[n] * inv;
-            for (int d = 0; d < hd; d++) out[d] += p * v[d];
+    *l = *l * alpha + sum;
+    *m = mn;
+    for (int d = 0; d < hd; d++) out[d] *= alpha;
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < hd; d++) out[d] += p[j] * v[j][d];
+}
+
+void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows,
+                 float *restrict scratch) {
+    enum { T = TENSOR_ATTN_TILE };
+    struct attn_work w = attn_work_carve(scratch, hd, rows->n);
+    int32_t end = attn_rows_end(rows);
+    for (int r = 0; r < rows->n; r++) {
+        w.m[r] = -INFINITY;
+        w.l[r] = 0.0f;
+        for (int d = 0; d < hd; d++) rows->out[r][d] = 0.0f;
+    }
+    struct attn_cursor cur = {kv->spans, 0};
+    for (int32_t t0 = 0; t0 <= end; t0 += T) {
+        int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
+        const uint8_t *kb[T], *vb[T];
+        const float *k[T], *v[T];
+        attn_cursor_take(kv, &cur, nt, kb, vb);
+        for (int j = 0; j < nt; j++) {
+            if (kv->type == TENSOR_TYPE_F32) {
+                k[j] = (const float *)kb[j], v[j] = (const float *)vb[j];
+            } else {
+                float *kf = w.k + (size_t)j * w.hd_pad, *vf = w.v + (size_t)j * w.hd_pad;
+                row_to_float(kv->type, kb[j], kf, hd);
+                row_to_float(kv->type, vb[j], vf, hd);
+                k[j] = kf, v[j] = vf;
+            }
         }
+        for (int r = 0; r < rows->n; r++) {
+            if (rows->last[r] < t0) continue;
+            int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
+            row_tile(hd, scale, rows->q[r], k, v, n, &w.m[r], &w.l[r], rows->out[r], w.p);
+        }
+    }
+    for (int r = 0; r < rows->n; r++) {
+        float inv = 1.0f / w.l[r];
+        for (int d = 0; d < hd; d++) rows->out[r][d] *= inv;
     }
 }

@@ -37,8 +37,59 @@ void vec_dot_q4_K_scalar(int64_t n, float *restrict s, const void *restrict x, c
 void vec_dot_q5_K_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 void vec_dot_q6_K_scalar(int64_t n, float *restrict s, const void *restrict x, const void *restrict y);
 
-void attn_head_scalar(int hd, const float *restrict q, const struct attn_span *spans, int n_spans, size_t stride,
-                      float scale, float *restrict scores, float *restrict out);
+/* ---- attention (attn_scalar.c, attn_x86.h) ---------------------------- */
+
+void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows, float *restrict scratch);
+
+/* An attention call's scratch, carved from the caller's floats; every part
+ * starts on 64 bytes. */
+struct attn_work {
+    int hd_pad;   /* head_dim rounded up to 16 floats */
+    float *k, *v; /* [TENSOR_ATTN_TILE][hd_pad] the tile's K and V rows as floats (cache not F32) */
+    float *zero;  /* [hd_pad] zeros: the K row of a tile position past every row's last */
+    float *m, *l; /* [n_rows] each row's running maximum score and sum of weights */
+    float *p;     /* [TENSOR_ATTN_TILE] scores, then weights, of the row in hand */
+};
+
+static inline size_t attn_pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static inline struct attn_work attn_work_carve(float *scratch, int hd, int n_rows) {
+    struct attn_work w;
+    size_t hp = attn_pad16((size_t)hd), T = TENSOR_ATTN_TILE;
+    w.hd_pad = (int)hp;
+    w.k = scratch;
+    w.v = w.k + T * hp;
+    w.zero = w.v + T * hp;
+    w.m = w.zero + hp;
+    w.l = w.m + attn_pad16((size_t)n_rows);
+    w.p = w.l + attn_pad16((size_t)n_rows);
+    return w;
+}
+
+/* Walks a sequence's spans forward, position by position. */
+struct attn_cursor {
+    const struct attn_span *span;
+    int off; /* positions of *span already handed out */
+};
+
+/* The K and V row addresses of the next n positions (the spans cover them). */
+static inline void attn_cursor_take(const struct attn_kv *kv, struct attn_cursor *c, int n, const uint8_t **k,
+                                    const uint8_t **v) {
+    for (int j = 0; j < n; j++) {
+        while (c->off == c->span->n) c->span++, c->off = 0;
+        k[j] = (const uint8_t *)c->span->k + (size_t)c->off * kv->row_bytes;
+        v[j] = (const uint8_t *)c->span->v + (size_t)c->off * kv->row_bytes;
+        c->off++;
+    }
+}
+
+/* The largest last position of the rows: the call reads 0..that. */
+static inline int32_t attn_rows_end(const struct attn_rows *rows) {
+    int32_t end = -1;
+    for (int r = 0; r < rows->n; r++)
+        if (rows->last[r] > end) end = rows->last[r];
+    return end;
+}
 
 /* Q3_K's 16 six-bit scales, unpacked and re-centred to -32..31. */
 static inline void q3_K_scales(const uint8_t *q, int8_t out[16]) {

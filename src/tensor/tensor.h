@@ -97,18 +97,52 @@ typedef void (*vec_dot_tile_fn)(int64_t n, float *restrict s, size_t s_stride, c
 
 struct tensor_matrix;
 
-/* A run of cached positions whose K rows (and V rows) lie `stride` floats
- * apart, starting at k (v); n positions. */
+/* ---- attention ------------------------------------------------------ */
+
+/*
+ * Attention reads a sequence's cached K/V rows tile by tile: a tile is the
+ * TENSOR_ATTN_TILE positions [i * TILE, (i + 1) * TILE), boundaries at
+ * absolute positions. Each query row keeps a running maximum, a running sum
+ * of weights and a rescaled output (online softmax), updated once per tile,
+ * positions in order within a tile. That order depends only on the row's own
+ * last position, never on the other rows of a call, so a query's result is
+ * the same bit for bit whatever else shares its batch.
+ */
+enum { TENSOR_ATTN_TILE = 16 };
+
+/* A run of cached positions of one K/V head: n positions whose K rows start
+ * at k and V rows at v, consecutive positions kv->row_bytes apart. */
 struct attn_span {
-    const float *k, *v;
+    const void *k, *v;
     int n;
 };
 
-/* One query head's attention over the positions of n_spans spans, in order:
- * out[0..hd) = sum_j softmax_j(scale * q.k_j) v_j. scores: scratch of at
- * least the total number of positions (+ 8) floats. */
-typedef void (*attn_head_fn)(int hd, const float *restrict q, const struct attn_span *spans, int n_spans,
-                             size_t stride, float scale, float *restrict scores, float *restrict out);
+/* One K/V head of one sequence as it is cached: positions 0, 1, ... run by
+ * run, each row head_dim values stored as type (F32, F16 or Q8_0). */
+struct attn_kv {
+    int type;
+    size_t row_bytes;              /* from one position's row to the next within a span */
+    const struct attn_span *spans; /* [n_spans] in position order, the first at position 0 */
+    int n_spans;
+};
+
+/* Query rows sharing one K/V head (the heads of a group, for one or more
+ * tokens of the sequence): row r sees positions 0..last[r] (causal mask). */
+struct attn_rows {
+    int n;
+    const float *const *q; /* [n] query rows of head_dim floats */
+    float *const *out;     /* [n] output rows of head_dim floats */
+    const int32_t *last;   /* [n] each row's own position; the spans cover 0..max(last) */
+};
+
+/* out[r] = sum_{j <= last[r]} softmax_j(scale * q[r].k_j) v_j for every row,
+ * every K and V row read once per call whatever the number of rows.
+ * scratch: tensor_attn_scratch_floats(hd, rows->n) floats, 64-byte aligned. */
+typedef void (*attn_fn)(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows,
+                        float *restrict scratch);
+
+/* Floats of scratch an attention call of n_rows rows of head size hd needs. */
+size_t tensor_attn_scratch_floats(int hd, int n_rows);
 
 struct tensor_kernels {
     const char *name; /* "scalar", "avx2", "avx512-vnni" */
@@ -117,7 +151,7 @@ struct tensor_kernels {
     vec_dot_x2_fn vec_dot_x2[TENSOR_TYPE_COUNT]; /* optional two-row form (mat-vec) */
     vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
     int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
-    attn_head_fn attn_head;                      /* attention of one query head (F32 K/V) */
+    attn_fn attn;                                /* attention of the query rows of one K/V head */
     /* Optional whole products (AMX): weight rows [r0, r1), at most
      * rows_group of them, against all n_tok activation rows: the quantized
      * rows xq and what pack[activation type] made of them once per call

@@ -269,7 +269,7 @@ void vec_dot_q6_K_scalar(int64_t n, float *restrict s, const void *restrict vx, 
 void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->name = "scalar";
     k->isa = TENSOR_ISA_SCALAR;
-    k->attn_head = attn_head_scalar;
+    k->attn = attn_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16_scalar;
     k->vec_dot[TENSOR_TYPE_BF16] = vec_dot_bf16_scalar;
