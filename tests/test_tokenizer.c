@@ -554,16 +554,34 @@ static void *encode_thread(void *arg) {
     return NULL;
 }
 
-TEST(tokenizer_two_threads) {
-    struct fixture fx;
-    if (!fixture_load(&fx, "ggml-vocab-refact")) return;
-    pthread_t th[2];
-    struct thread_job jobs[2] = {{&fx, 0}, {&fx, 0}};
-    for (int i = 0; i < 2; i++) REQUIRE(pthread_create(&th[i], NULL, encode_thread, &jobs[i]) == 0);
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    CHECK_EQ_INT(jobs[0].mismatches, 0);
-    CHECK_EQ_INT(jobs[1].mismatches, 0);
-    fixture_free(&fx);
+/* Every fixture, encoded by as many threads as the machine has (at least
+ * four) at once, five times each: every thread must get the fixture's ids
+ * (the word caches are per thread, the tokenizer shared). */
+TEST(tokenizer_fixtures_all_threads) {
+    static const char *const names[] = {"ggml-vocab-gpt-2", "ggml-vocab-starcoder", "ggml-vocab-refact",
+                                        "ggml-vocab-mpt", "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
+                                        "ggml-vocab-bert-bge"};
+    enum { MAX_THREADS = 64 };
+    int nt = cpu_count() > 4 ? cpu_count() : 4;
+    if (nt > MAX_THREADS) nt = MAX_THREADS;
+    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+        struct fixture fx;
+        if (!fixture_load(&fx, names[f])) return;
+        pthread_t th[MAX_THREADS];
+        struct thread_job jobs[MAX_THREADS];
+        int started = 0;
+        for (int i = 0; i < nt; i++) {
+            jobs[i] = (struct thread_job){&fx, 0};
+            if (pthread_create(&th[i], NULL, encode_thread, &jobs[i]) != 0) break;
+            started++;
+        }
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        CHECK_EQ_INT(started, nt);
+        for (int i = 0; i < started; i++)
+            CHECK_MSG(jobs[i].mismatches == 0, "%s: thread %d of %d got %lld strings wrong", names[f], i, nt,
+                      (long long)jobs[i].mismatches);
+        fixture_free(&fx);
+    }
 }
 
 /* ---- the default model ---------------------------------------------------------- */
