@@ -30,6 +30,20 @@ $(info kvik: $(CC) not found; running scripts/install-deps.sh build)
 $(shell scripts/install-deps.sh build >&2)
 endif
 
+# The server's libraries (Debian: libmicrohttpd-dev, libjansson-dev; the tests
+# also use libcurl4-openssl-dev), found with pkg-config.
+PKG_CONFIG ?= pkg-config
+SERVER_PKGS := libmicrohttpd jansson
+ifeq ($(shell $(PKG_CONFIG) --exists $(SERVER_PKGS) libcurl 2>/dev/null && echo yes),)
+$(info kvik: libmicrohttpd, jansson or libcurl development files not found; running scripts/install-deps.sh build)
+$(shell scripts/install-deps.sh build >&2)
+endif
+SERVER_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null)
+SERVER_LIBS := $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null)
+JSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -fPIC -pthread \
 	-ffp-contract=off -fno-strict-aliasing -Iinclude -Isrc -DKVIK_BUILDING_LIBRARY \
@@ -49,11 +63,15 @@ ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnn
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
+SERVER_SRC := $(sort $(wildcard src/server/*.c))
+# the server's pure modules (no sockets): fuzz targets link them
+SERVER_PURE_SRC := src/server/request.c src/server/stop.c
 TEST_SRC := $(sort $(wildcard tests/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
 STATIC_LIB := $(BUILD)/libkvik.a
@@ -77,6 +95,14 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_AVX2) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/src/server/%.o: src/server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
@@ -90,11 +116,11 @@ $(SHARED_LIB): $(LIB_OBJ)
 	ln -sf libkvik.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libkvik.so
 
-$(KVIK): $(CLI_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LDLIBS_ALL)
+$(KVIK): $(CLI_OBJ) $(SERVER_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(SERVER_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(LDLIBS_ALL)
 
-$(TESTS): $(TEST_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(STATIC_LIB) $(LDLIBS_ALL)
+$(TESTS): $(TEST_OBJ) $(SERVER_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(SERVER_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(LDLIBS_ALL)
 
 # The shared fixtures live beside the repository (../shared); tests that
 # need them skip with a message when they are absent.
@@ -117,10 +143,10 @@ fuzz:
 	@scripts/install-deps.sh fuzz
 	$(MAKE) $(FUZZ_BINS)
 
-$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h)
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(SERVER_PURE_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(FUZZ_BUILD)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
-	  -DKVIK_NO_SIMD $< -o $@ -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(SERVER_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
+	  $(SERVER_PURE_SRC) -DKVIK_NO_SIMD $< -o $@ $(JSON_LIBS) -lm
 
 fuzz-run: fuzz
 	@for f in $(FUZZ_BINS); do \
@@ -159,4 +185,4 @@ deps:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # install-deps.sh PROFILE... — install the Debian packages a profile needs, if
-# missing. Profiles: build (C compiler, make), fuzz (clang + libFuzzer
-# runtime), python (python3 + pip, for golden-data scripts and model fetching).
+# missing. Profiles: build (C compiler, make, pkg-config and the server's
+# libraries: libmicrohttpd, jansson, libcurl for the HTTP tests), fuzz (clang +
+# libFuzzer runtime), python (python3 + pip, for golden-data scripts and model
+# fetching), test (what `make test` uses when present: promtool from the
+# prometheus package to check /metrics, python3 with venv for the OpenAI-client
+# test of `kvik serve`).
 set -eu
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -10,6 +14,16 @@ for p in "$@"; do
     build)
       have_cmd cc || need+=(gcc libc6-dev)
       have_cmd make || need+=(make)
+      have_cmd pkg-config || need+=(pkg-config)
+      have_pc() { have_cmd pkg-config && pkg-config --exists "$1"; }
+      have_pc libmicrohttpd || need+=(libmicrohttpd-dev)
+      have_pc jansson || need+=(libjansson-dev)
+      have_pc libcurl || need+=(libcurl4-openssl-dev)
+      ;;
+    test)
+      have_cmd promtool || need+=(prometheus)
+      have_cmd python3 || need+=(python3)
+      python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
       ;;
     fuzz)
       have_cmd clang || need+=(clang)
