@@ -24,7 +24,8 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
         "bench kernels --nope", "info", "info --nope x", "run", "run -p", "run -p x -f y",
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
-        "bench offline -t",
+        "bench offline -t", "bench engine -b 0", "bench engine -b 1,,2", "bench engine -b x", "bench engine -n 0",
+        "bench engine --nope",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -107,6 +108,23 @@ TEST(cli_bench_offline_json) {
     snprintf(args, sizeof args, "bench offline -m '%s' -p 0 -n 2 -r 1 -t 1 --json", model);
     REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
     CHECK(json_num(out, "pp_tok_s") == 0 && json_num(out, "tg_tok_s") > 0);
+}
+
+TEST(cli_bench_engine_json) {
+    char path[4096];
+    const char *model = test_default_model(path, sizeof path);
+    if (!model) return;
+    char out[8192], err[4096], args[4200];
+    snprintf(args, sizeof args, "bench engine -m '%s' -b 1,3 -p 4 -n 3 -t 1 --json", model);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK_EQ_INT(count_lines(out), 2);
+    const char *second = strchr(out, '\n');
+    REQUIRE(second);
+    CHECK(json_num(out, "batch") == 1 && json_num(second, "batch") == 3);
+    CHECK(json_num(out, "n_prompt") == 4 && json_num(out, "n_gen") == 3);
+    CHECK(json_num(out, "prefill_tok_s") > 0 && json_num(second, "decode_tok_s") > 0);
+    /* one prefill step, then a decode step per further token, at any batch */
+    CHECK_MSG(json_num(out, "steps") == 3 && json_num(second, "steps") >= 3, "%s", out);
 }
 
 /* The recorded read bandwidth that `kvik run` compares decode speed with. */

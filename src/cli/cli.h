@@ -19,6 +19,7 @@
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_offline(int argc, char **argv); /* argv[1] is "offline" */
+int cmd_bench_engine(int argc, char **argv);  /* argv[1] is "engine" */
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);

@@ -23,6 +23,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik bench offline [-m MODEL] [-p N] [-n N] [-r N] [-t N] [--json]\n"
             "         prefill and decode speed of a model (kvik bench offline --help)\n"
+            "       kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--json]\n"
+            "         serving-engine throughput at batch sizes 1, 8, 32 (--help)\n"
             "       kvik bench tokenizer [-m MODEL] -f CORPUS [-t N] [--json]\n"
             "         tokenizer MB/s and tokens/s against Hugging Face tokenizers (--help)\n"
             "       kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
@@ -54,6 +56,7 @@ static int parse_types(const char *list, int *types, int max) {
 
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "offline")) return cmd_bench_offline(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "engine")) return cmd_bench_engine(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc, argv);
     if (argc < 2 || strcmp(argv[1], "kernels") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  chat [-m MODEL]             chat on stdin/stdout, one message a line (kvik chat --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
+            "  bench engine [-m MODEL]     serving-engine throughput at batch 1, 8, 32\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
             "  synth --shape NAME --type TYPE -o FILE  random-weight GGUF of a real model shape\n"
             "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"

@@ -24,8 +24,23 @@
  * alone or among any other sequences (every kernel reduces each row in a
  * fixed order, whatever the batch).
  *
- * Thread safety: engine_submit, engine_cancel, engine_stats and
- * engine_shutdown may be called from any thread.
+ * Choices: a request with n > 1 is prefilled once as choice 0; when its
+ * prompt is done every choice samples its first token from the same logits
+ * and choices 1..n-1 fork the prompt's blocks (kv_paged_seq_fork), copying
+ * only the partly filled last block when they first write to it. Each
+ * choice then runs, and may be preempted, on its own.
+ *
+ * End of generation: a sampled end-of-generation token (config.eog) ends the
+ * choice with STOP and is not emitted as a token event (nor counted in
+ * n_generated); with ignore_eos it is an ordinary token.
+ *
+ * Sampling: each choice has its own sampler (sampler.h); the prompt's
+ * tokens are accepted into it before the first token, so repetition
+ * penalties see the prompt as llama.cpp's do.
+ *
+ * Thread safety: engine_submit, engine_cancel, engine_drain, engine_stats
+ * and engine_kv_consistent may be called from any thread; engine_free from
+ * one thread once nothing else calls in.
  */
 #ifndef KVIK_ENGINE_H
 #define KVIK_ENGINE_H
@@ -35,20 +50,24 @@
 #include "model/model.h"
 
 struct engine_config {
-    int n_threads;        /* forward-pass threads */
+    int n_threads;        /* forward-pass threads; 0: every CPU */
     int max_seqs;         /* running sequences at most (each choice is one); default 64 */
-    int max_batch_tokens; /* tokens per step; default 512 */
-    int max_queue;        /* waiting requests at most; beyond, engine_submit answers KVIK_ERR_BUSY;
-                             default 256 */
-    int n_ctx;            /* longest sequence (prompt + output); default: the model's, at most 8192 */
-    int64_t kv_mem_mib;   /* KV pool size; 0: enough for max_seqs sequences of n_ctx / 4 tokens */
+    int max_batch_tokens; /* tokens per step; default 512; at least max_seqs */
+    int max_queue;        /* requests waiting for their first step at most; beyond, engine_submit
+                             answers KVIK_ERR_BUSY; default 256 */
+    int n_ctx;            /* longest sequence (prompt + output); 0: the model's, at most 8192 */
+    int64_t kv_mem_mib;   /* KV pool size; 0: enough for max_seqs sequences of n_ctx / 4 tokens,
+                             at most 1 GiB */
+    int64_t kv_blocks;    /* KV pool size in blocks; > 0 overrides kv_mem_mib (tests, tuning) */
     int kv_type;          /* TENSOR_TYPE_F16 (default), _Q8_0 or _F32 */
     int block_tokens;     /* positions per KV block; default 16 */
-    const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos) */
+    const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos);
+                             copied by engine_new; ids outside the vocabulary are ignored */
     int n_eog;
 };
 
-/* Defaults above with everything else zero. */
+/* The defaults above, everything else zero. Start from these: engine_new
+ * takes kv_type (where 0 is F32) and the other fields as they are. */
 struct engine_config engine_config_default(void);
 
 enum engine_finish {
@@ -85,8 +104,10 @@ struct engine_request {
     const int32_t *prompt;   /* copied by engine_submit */
     int n_prompt;            /* >= 1 */
     int max_tokens;          /* >= 1; n_prompt + max_tokens <= n_ctx */
-    int n;                   /* choices (>= 1); they share the prompt's KV blocks */
-    struct sampler_params sampling; /* choice i uses seed + i */
+    int n;                   /* choices, 1..max_seqs; they share the prompt's KV blocks */
+    struct sampler_params sampling; /* validated; choice i uses seed + i (SAMPLER_SEED_RANDOM: one
+                                       seed from the clock, then + i; a sum equal to
+                                       SAMPLER_SEED_RANDOM gets 2^32 added) */
     int top_logprobs;        /* 0..ENGINE_MAX_TOP_LOGPROBS; < 0: no logprobs at all */
     bool ignore_eos;
     engine_event_fn on_event;
@@ -95,7 +116,8 @@ struct engine_request {
 
 struct engine;
 
-/* Creates the engine (KV pool allocated here) and starts its thread. */
+/* Creates the engine (KV pool allocated here) and starts its thread.
+ * KVIK_ERR_INVALID_ARG for a bad configuration, KVIK_ERR_NOMEM. */
 struct engine *engine_new(const struct model *m, const struct engine_config *cfg, struct kvik_err *err);
 /* Cancels everything still queued or running (each gets its final event
  * with CANCELLED), stops the thread, frees all. */
@@ -105,7 +127,9 @@ void engine_free(struct engine *e);
  * Queues a request; *id receives its id (never 0). Returns
  *   KVIK_OK;
  *   KVIK_ERR_INVALID_ARG: a bad request (n_prompt + max_tokens > n_ctx,
- *     token out of range, bad sampling parameters...), message in err;
+ *     more KV blocks than the whole pool, token out of range, bad sampling
+ *     parameters, n or top_logprobs out of range, no callback), message in
+ *     err;
  *   KVIK_ERR_BUSY: max_queue requests are already waiting (the server
  *     answers 503 + Retry-After), or the engine is draining.
  * On success the callback will be called, finally with a finish event for
@@ -117,10 +141,16 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
  * Unknown or finished ids are ignored. */
 void engine_cancel(struct engine *e, uint64_t id);
 
-/* Stops accepting; requests already in finish normally until deadline_ns
- * (clock_ns() value), then the rest are cancelled. Returns when nothing is
- * left. */
+/* Stops accepting (engine_submit answers KVIK_ERR_BUSY from now on);
+ * requests already in finish normally until deadline_ns (clock_ns() value),
+ * then the rest are cancelled. Returns when nothing is left (every final
+ * event has been delivered). */
 void engine_drain(struct engine *e, int64_t deadline_ns);
+
+/* Runs kv_paged_consistent on the pool between two steps of the engine
+ * thread and returns its answer (tests and debugging; waits for the step
+ * in progress). */
+bool engine_kv_consistent(struct engine *e);
 
 /* ---- statistics (for /metrics) --------------------------------------- */
 
@@ -136,24 +166,28 @@ struct engine_hist {
 
 struct engine_stats {
     /* gauges */
-    int requests_running;
-    int requests_waiting;
+    int requests_running;        /* requests with a choice running */
+    int requests_waiting;        /* the other unfinished requests (queued or preempted) */
     int64_t kv_blocks_total;
     int64_t kv_blocks_used;
     /* counters */
     uint64_t prompt_tokens;      /* prefilled tokens (recomputed ones after preemption not counted twice) */
-    uint64_t generation_tokens;
+    uint64_t generation_tokens;  /* sampled tokens (end-of-generation ones included) */
     uint64_t preemptions;
     uint64_t finished[ENGINE_FINISH_ERROR + 1]; /* choices finished, by reason */
     uint64_t steps;
     /* histograms, seconds */
-    struct engine_hist ttft;       /* submit -> first token */
-    struct engine_hist itl;        /* between consecutive tokens of a choice */
-    struct engine_hist e2e;        /* submit -> finish */
-    struct engine_hist queue;      /* submit -> first scheduled */
-    struct engine_hist prefill;    /* first scheduled -> first token */
+    struct engine_hist ttft;       /* per request: submit -> first token */
+    struct engine_hist itl;        /* per choice: between consecutive tokens */
+    struct engine_hist e2e;        /* per request: submit -> last choice finished */
+    struct engine_hist queue;      /* per request: submit -> first scheduled */
+    struct engine_hist prefill;    /* per request: first scheduled -> first token */
 };
 
+/* The statistics as the engine thread last published them (at the end of
+ * each of its loops, so a final event may be seen a moment before the step
+ * that sent it is counted; once engine_drain has returned they are
+ * complete). */
 void engine_stats(struct engine *e, struct engine_stats *out);
 
 #endif /* KVIK_ENGINE_H */

@@ -129,6 +129,14 @@ static bool table_reserve(struct kv_seq *q, int32_t n) {
     return true;
 }
 
+bool kv_paged_reserve_tables(struct kv_paged *kv, int n_pos) {
+    if (n_pos < 0) return false;
+    int32_t want = (int32_t)(((int64_t)n_pos + kv->cfg.block_tokens - 1) / kv->cfg.block_tokens);
+    for (int s = 0; s < kv->cfg.max_seqs; s++)
+        if (!table_reserve(&kv->seqs[s], want)) return false;
+    return true;
+}
+
 int kv_paged_seq_fork(struct kv_paged *kv, int src) {
     if (!seq_valid(kv, src)) return -1;
     int dst = kv_paged_seq_open(kv);

@@ -59,6 +59,11 @@ size_t kv_paged_block_bytes(const struct kv_paged_config *cfg);
 kvik_status kv_paged_init(struct kv_paged *kv, const struct kv_paged_config *cfg, struct kvik_err *err);
 void kv_paged_free(struct kv_paged *kv);
 
+/* Sizes every slot's block table for n_pos positions now, so that later
+ * grow and fork calls up to that length allocate nothing (the serving
+ * engine calls it once at start). False when out of memory. */
+bool kv_paged_reserve_tables(struct kv_paged *kv, int n_pos);
+
 /* A new empty sequence: its id, or -1 when every slot is in use. */
 int kv_paged_seq_open(struct kv_paged *kv);
 /* Gives back all blocks of seq and its slot. */

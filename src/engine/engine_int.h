@@ -1,0 +1,124 @@
+/*
+ * engine_int.h — the serving engine's internal layout, shared by engine.c
+ * (requests, the engine thread, events, statistics) and sched.c (what one
+ * step computes: batch building, KV blocks, preemption, sampling).
+ *
+ * Ownership: a request (struct ereq) is allocated by engine_submit on the
+ * caller's thread and handed to the engine thread through the incoming list
+ * under e->mu. From then on only the engine thread touches its choices
+ * (struct eseq); other threads only read its id and set its cancel flag,
+ * under e->mu, through the live list. The engine thread unlinks a finished
+ * request from the live list under e->mu and frees it after unlocking.
+ *
+ * A choice is in one of four states:
+ *   PENDING  choices 1..n-1 before choice 0's prompt is done (they own
+ *            nothing; choice 0's n_fork counts them)
+ *   WAITING  in the FCFS waiting queue (new, or preempted: no KV blocks)
+ *   RUNNING  in e->running, owns cache sequence kv; positions
+ *            0..n_computed-1 hold K/V; tokens[n_computed..n_tokens) are
+ *            still to be fed (the whole prompt at first, then the one token
+ *            sampled last)
+ *   DONE     its final event was sent
+ */
+#ifndef KVIK_ENGINE_INT_H
+#define KVIK_ENGINE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/engine.h"
+#include "kv/kv_paged.h"
+
+enum eseq_state { ESEQ_PENDING, ESEQ_WAITING, ESEQ_RUNNING, ESEQ_DONE };
+
+struct ereq;
+
+struct eseq {
+    struct ereq *req;
+    int choice;
+    enum eseq_state state;
+    int32_t *tokens;     /* [n_prompt + max_tokens] the prompt, then generated tokens */
+    int n_tokens;        /* prompt + generated so far */
+    int n_computed;      /* positions with K/V in the cache */
+    int n_generated;     /* token events sent */
+    int n_fork;          /* choices forked off this one when its prompt is done (choice 0 only) */
+    int kv;              /* cache sequence while RUNNING, else -1 */
+    struct sampler *smp;
+    int64_t t_last;      /* ns of the last token (0: none yet) */
+    struct eseq *prev, *next; /* waiting queue */
+};
+
+struct ereq {
+    uint64_t id;         /* also the arrival order */
+    int n_prompt, max_tokens, n, top_logprobs;
+    bool ignore_eos;
+    engine_event_fn fn;
+    void *user;
+    struct eseq *seqs;   /* [n] */
+    int n_live;          /* choices not DONE */
+    int n_prompt_counted; /* prompt positions counted in stats.prompt_tokens */
+    bool started;        /* scheduled at least once (left the max_queue count) */
+    bool got_token;      /* first token sent (TTFT recorded) */
+    atomic_bool cancel;
+    int64_t t_submit, t_sched; /* ns */
+    struct ereq *lprev, *lnext; /* live list (e->mu) */
+    struct ereq *inext;  /* incoming list (e->mu) */
+    struct ereq *dnext;  /* finished, to unlink and free (engine thread) */
+};
+
+struct engine {
+    const struct model *m;
+    struct engine_config cfg; /* resolved: no automatic values left */
+    int n_vocab;
+    int64_t n_blocks;
+    struct model_ctx *ctx;
+    struct kv_paged kv;
+    bool *is_eog;        /* [n_vocab] */
+
+    pthread_t thread;
+    bool thread_started;
+    bool sync_init;      /* mu, wake and idle initialised */
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* engine thread: work arrived (e->mu) */
+    pthread_cond_t idle; /* callers: nothing live / check answered (e->mu) */
+
+    /* ---- under mu ---- */
+    struct ereq *in_head, *in_tail; /* submitted, not yet seen by the engine thread */
+    struct ereq *live;   /* every unfinished request */
+    int n_live;
+    uint64_t next_id;
+    bool stop, draining, cancel_all, cancel_pending;
+    bool check_req, check_ok;
+    uint64_t check_gen;  /* answers given */
+    struct engine_stats pub; /* published at the end of each step */
+    atomic_int n_queued; /* requests submitted and not yet scheduled */
+
+    /* ---- engine thread only ---- */
+    struct eseq *wait_head, *wait_tail; /* FCFS; preempted choices go to the front */
+    struct eseq **running; /* [max_seqs] by arrival (request id, then choice) */
+    int n_running;
+    int n_slots;         /* sequence slots held: running choices + their pending forks */
+    struct eseq **by_kv; /* [max_seqs] cache sequence -> its choice */
+    struct ereq *done;   /* finished requests, unlinked at the end of the step */
+    struct engine_stats st;
+    int64_t watermark;   /* free blocks admission leaves for running choices to grow */
+    /* one step's batch, sized once */
+    int32_t *b_tok, *b_pos, *b_seq; /* [max_batch_tokens] */
+    bool *b_logits;      /* [max_batch_tokens] */
+    struct eseq **samp;  /* [max_seqs] choices sampling from logits row i */
+    float *logits;       /* [max_seqs][n_vocab] */
+};
+
+/* sched.c: builds and runs one step (batch, forward, sampling, events). */
+void sched_step(struct engine *e);
+
+/* engine.c, for sched.c */
+void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
+void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t now);
+void engine_hist_add(struct engine_hist *h, int64_t ns);
+void engine_running_insert(struct engine *e, struct eseq *s);
+void engine_running_remove(struct engine *e, struct eseq *s);
+void engine_wait_push_front(struct engine *e, struct eseq *s);
+void engine_wait_unlink(struct engine *e, struct eseq *s);
+
+#endif /* KVIK_ENGINE_INT_H */

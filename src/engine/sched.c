@@ -1,0 +1,223 @@
+/*
+ * sched.c — one step of the serving engine: which tokens go into the batch,
+ * where their K/V rows go, one model_forward, and what is sampled from it.
+ *
+ * A step fills a budget of max_batch_tokens:
+ *
+ *   1. decode   one token for every running choice whose prompt is done,
+ *               oldest first (by request id, then choice). A choice that
+ *               needs a new block (or a copy of a shared last block) and
+ *               finds none preempts the newest running choice, repeatedly,
+ *               until the block is there or it was itself the newest.
+ *   2. prefill  the next prompt chunk of every running choice still
+ *               prefilling, oldest first, as large as the budget and the
+ *               free blocks allow (no preemption for prefill).
+ *   3. admit    choices from the head of the waiting queue, in order, while
+ *               sequence slots (choice 0 of an n-choice request takes n),
+ *               budget and blocks allow, keeping a small watermark of free
+ *               blocks for the running choices to grow into. Skipped in a
+ *               step that preempted, so a victim does not come straight
+ *               back.
+ *
+ * Preemption is by recompute: the victim's cache sequence is closed (its
+ * blocks go back, shared ones just lose a user), and it returns to the
+ * front of the waiting queue holding its prompt and every token it has
+ * generated; when admitted again they are all prefilled and the last
+ * position's logits give the next token. Its sampler is left as it was, and
+ * with batch-invariant kernels the recomputed rows are the same bits, so
+ * the output does not change.
+ *
+ * If nothing at all fits (every running choice prefilling and the pool
+ * full), the newest running choice is preempted and the step is rebuilt;
+ * the oldest choice can always run, since any single request fits the pool
+ * (engine_submit checks).
+ *
+ * Logits are computed only for the positions that sample: the last token
+ * of each decode, and the last prompt token when a chunk completes a
+ * prompt. Choice 0 of an n-choice request samples for all n from that
+ * row; choices 1..n-1 fork its cache sequence first.
+ */
+#include "engine/engine_int.h"
+
+static void preempt(struct engine *e, struct eseq *s) {
+    engine_running_remove(e, s);
+    engine_wait_push_front(e, s);
+    e->st.preemptions++;
+}
+
+/* Appends positions n_computed..n_computed+n-1 of s to the batch (their
+ * blocks are already there). */
+static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
+    struct ereq *r = s->req;
+    int a = s->n_computed;
+    for (int j = 0; j < n; j++) {
+        int i = (*nb)++;
+        e->b_tok[i] = s->tokens[a + j];
+        e->b_pos[i] = a + j;
+        e->b_seq[i] = s->kv;
+        e->b_logits[i] = false;
+    }
+    s->n_computed += n;
+    if (s->n_computed == s->n_tokens) {
+        e->b_logits[*nb - 1] = true;
+        e->samp[(*n_samp)++] = s;
+    }
+    int lo = a > r->n_prompt_counted ? a : r->n_prompt_counted, hi = a + n < r->n_prompt ? a + n : r->n_prompt;
+    if (hi > lo) {
+        e->st.prompt_tokens += (uint64_t)(hi - lo);
+        r->n_prompt_counted = hi;
+    }
+}
+
+/* The most tokens (<= want) s can add while leaving reserve blocks free. */
+static int fit(const struct engine *e, const struct eseq *s, int want, int64_t reserve) {
+    int64_t avail = kv_paged_free_blocks(&e->kv) - reserve;
+    if (avail < 0) avail = 0;
+    if (kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + want) <= avail) return want;
+    const struct kv_seq *q = &e->kv.seqs[s->kv];
+    int64_t c = (int64_t)q->n_blocks * e->cfg.block_tokens - q->n_pos + avail * e->cfg.block_tokens;
+    if (c > want) c = want;
+    while (c > 0 && kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + (int)c) > avail) c--;
+    return (int)c;
+}
+
+/* Grows s's cache sequence for n more positions and adds them to the batch;
+ * false (s ended with an error) if the cache refuses. */
+static bool take(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
+    if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + n)) {
+        engine_finish_choice(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+        return false;
+    }
+    add_tokens(e, s, n, nb, n_samp);
+    return true;
+}
+
+/* Choices 1..n_fork of s's request start from s's cache sequence, sharing
+ * its blocks. */
+static void fork_choices(struct engine *e, struct eseq *s) {
+    struct ereq *r = s->req;
+    int forks = s->n_fork;
+    s->n_fork = 0; /* the slots stay counted, now one per choice */
+    for (int c = 1; c <= forks; c++) {
+        struct eseq *x = &r->seqs[c];
+        if (x->state != ESEQ_PENDING) continue;
+        int kv = kv_paged_seq_fork(&e->kv, s->kv);
+        if (kv < 0) {
+            e->n_slots--;
+            engine_finish_choice(e, x, ENGINE_FINISH_ERROR, "engine: no cache sequence for a choice");
+            continue;
+        }
+        memcpy(x->tokens, s->tokens, (size_t)s->n_tokens * sizeof *x->tokens);
+        x->n_tokens = s->n_tokens;
+        x->n_computed = s->n_computed;
+        x->kv = kv;
+        engine_running_insert(e, x);
+    }
+}
+
+/* The forward failed: every choice in the batch ends with the error. */
+static void fail_batch(struct engine *e, int nb, const char *msg) {
+    for (int i = 0; i < nb; i++) {
+        struct eseq *s = e->by_kv[e->b_seq[i]];
+        if (s && s->state == ESEQ_RUNNING) engine_finish_choice(e, s, ENGINE_FINISH_ERROR, msg);
+    }
+}
+
+void sched_step(struct engine *e) {
+    int nb, n_samp, budget;
+    bool preempted = false;
+    int64_t now = clock_ns();
+rebuild:
+    nb = 0, n_samp = 0, budget = e->cfg.max_batch_tokens;
+    /* 1. decode */
+    for (int i = 0; i < e->n_running && budget > 0; i++) {
+        struct eseq *s = e->running[i];
+        if (s->n_tokens - s->n_computed != 1) continue;
+        bool self = false;
+        while (!self && kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + 1) > kv_paged_free_blocks(&e->kv)) {
+            struct eseq *v = e->running[e->n_running - 1];
+            preempt(e, v);
+            preempted = true;
+            self = v == s;
+        }
+        if (self) break; /* s was the newest: nothing after it */
+        if (!take(e, s, 1, &nb, &n_samp)) {
+            i--; /* s left the array */
+            continue;
+        }
+        budget--;
+    }
+    /* 2. prefill chunks of running choices */
+    for (int i = 0; i < e->n_running && budget > 0; i++) {
+        struct eseq *s = e->running[i];
+        int left = s->n_tokens - s->n_computed;
+        if (left <= 1) continue;
+        int c = fit(e, s, left < budget ? left : budget, 0);
+        if (c == 0) continue;
+        if (!take(e, s, c, &nb, &n_samp)) {
+            i--;
+            continue;
+        }
+        budget -= c;
+    }
+    /* 3. admit waiting choices */
+    while (!preempted && budget > 0 && e->wait_head) {
+        struct eseq *s = e->wait_head;
+        int slots = 1 + s->n_fork;
+        if (e->n_slots + slots > e->cfg.max_seqs) break;
+        int kv = kv_paged_seq_open(&e->kv);
+        if (kv < 0) break;
+        s->kv = kv;
+        s->n_computed = 0;
+        int c = fit(e, s, s->n_tokens < budget ? s->n_tokens : budget, e->n_running ? e->watermark : 0);
+        if (c == 0) {
+            kv_paged_seq_close(&e->kv, kv);
+            s->kv = -1;
+            break;
+        }
+        engine_wait_unlink(e, s);
+        engine_running_insert(e, s);
+        e->n_slots += slots;
+        struct ereq *r = s->req;
+        if (!r->started) {
+            r->started = true;
+            r->t_sched = now;
+            engine_hist_add(&e->st.queue, now - r->t_submit);
+            atomic_fetch_sub(&e->n_queued, 1);
+        }
+        if (take(e, s, c, &nb, &n_samp)) budget -= c;
+    }
+    if (nb == 0) {
+        if (e->n_running > 1) { /* everyone prefilling, pool full: make room */
+            preempt(e, e->running[e->n_running - 1]);
+            preempted = true;
+            goto rebuild;
+        }
+        /* unreachable while every request fits the pool alone; never spin */
+        if (e->n_running == 1)
+            engine_finish_choice(e, e->running[0], ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+        else if (!preempted && e->wait_head)
+            engine_finish_choice(e, e->wait_head, ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+        return;
+    }
+
+    struct model_batch b = {.n = nb, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .logits = e->b_logits};
+    struct kvik_err err = {0};
+    kvik_status st = model_forward(e->ctx, &e->kv.base, &b, e->logits, &err);
+    e->st.steps++;
+    if (st) {
+        fail_batch(e, nb, err.msg);
+        return;
+    }
+    now = clock_ns();
+    for (int j = 0; j < n_samp; j++) {
+        struct eseq *s = e->samp[j];
+        const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
+        int forks = s->n_fork;
+        if (forks) fork_choices(e, s);
+        for (int c = s->choice; c <= s->choice + forks; c++) {
+            struct eseq *x = &s->req->seqs[c];
+            if (x->state == ESEQ_RUNNING) engine_emit_token(e, x, row, now);
+        }
+    }
+}
