@@ -21,6 +21,7 @@ static void usage(FILE *f) {
             "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"
             "  detokenize -m MODEL ID...   token ids to text\n"
             "  bench tokenizer -f CORPUS   tokenizer speed against Hugging Face tokenizers\n"
+            "  serve [-m MODEL] [--port N] OpenAI-compatible HTTP server (kvik serve --help)\n"
             "\n"
             "  --help, --version\n");
 }
@@ -46,6 +47,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }
