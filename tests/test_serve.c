@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "serve_harness.h"
@@ -697,5 +698,66 @@ TEST(serve_1000_requests_leave_kv_cache_empty) {
     int rc = test_promtool_check(m, out, sizeof out);
     CHECK_MSG(rc == 0 || rc == -1, "promtool: %s", out);
     free(m);
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
+/* ---- the official OpenAI Python client ---------------------------------- */
+
+/* The repository root: KVIK_TEST_DATA is ROOT/tests/data. */
+static bool repo_root(char *buf, size_t cap) {
+    const char *data = test_env("KVIK_TEST_DATA");
+    const char *tail = strstr(data, "/tests/data");
+    if (!tail || (size_t)(tail - data) >= cap) return false;
+    memcpy(buf, data, (size_t)(tail - data));
+    buf[tail - data] = 0;
+    return true;
+}
+
+TEST(serve_openai_python_client) {
+    char root[1024];
+    if (!repo_root(root, sizeof root)) {
+        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
+        return;
+    }
+    char model[1024];
+    if (!test_default_model(model, sizeof model)) return;
+    /* the pinned venv (built once, cached); 77: no python or no PyPI */
+    char cmd[2300], python[1024] = "", errpath[96];
+    snprintf(errpath, sizeof errpath, "/tmp/kvik-serve-venv-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s/scripts/serve-venv.sh' 2>'%s'", root, errpath);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p);
+    if (!fgets(python, sizeof python, p)) python[0] = 0;
+    int st = pclose(p);
+    python[strcspn(python, "\n")] = 0;
+    size_t elen;
+    char *venv_err = test_slurp(errpath, &elen);
+    remove(errpath);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !python[0]) {
+        char why[600];
+        snprintf(why, sizeof why, "OpenAI-client test skipped: %s",
+                 venv_err && venv_err[0] ? venv_err : "scripts/serve-venv.sh failed");
+        why[strcspn(why, "\n")] = 0;
+        free(venv_err);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
+        else test_fail(__FILE__, __LINE__, "%s", why);
+        return;
+    }
+    free(venv_err);
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 512 --api-key py-test-key", 120)) return;
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_client_test.py' --base-url http://127.0.0.1:%d/v1 --api-key py-test-key 2>&1",
+             python, root, s.port);
+    p = popen(cmd, "r");
+    REQUIRE(p);
+    char out[16384];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        printf("%s", out);
+        test_fail(__FILE__, __LINE__, "openai_client_test.py failed (exit %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    CHECK(strstr(out, " 0 failed") != NULL);
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
