@@ -595,6 +595,27 @@ TEST(serve_graceful_shutdown) {
     http_reply_free(&r);
 }
 
+TEST(serve_default_max_tokens_fits_the_kv_pool) {
+    struct serve_proc s;
+    /* a context of 2048 but a pool of 64 positions (4 blocks) */
+    if (!serve_start(&s, "-t 2 -c 2048 --ctx-total 64", 120)) return;
+    struct http_reply r;
+    REQUIRE(http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"ignore_eos\":true,\"temperature\":0}", &r) == 200);
+    json_t *root = parse_json(r.body);
+    json_t *u = json_object_get(root, "usage");
+    CHECK_EQ_INT(json_integer_value(json_object_get(u, "prompt_tokens")) + json_integer_value(json_object_get(u, "completion_tokens")), 64);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(root, "choices"), 0), "finish_reason")), "length");
+    json_decref(root);
+    http_reply_free(&r);
+    /* an explicit max_tokens beyond the pool is the engine's 400 */
+    EXPECT_ERROR(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":100}", 400, NULL);
+    char *m = metrics_text(&s);
+    double v;
+    CHECK(metrics_value(m, "kvik_kv_cache_blocks", &v) && v == 4);
+    free(m);
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
 /* ---- many clients ------------------------------------------------------- */
 
 enum { N_CLIENTS = 32 };

@@ -52,6 +52,7 @@ struct server {
     int32_t *eog;          /* [n_eog] end-of-generation ids for the engine */
     int n_eog;
     int n_ctx;
+    int64_t pool_tokens;   /* positions the whole KV pool holds (one sequence's ceiling) */
     char name[256];
     int64_t created;
     _Atomic uint64_t rejected[METRICS_REJECT_COUNT];
@@ -281,6 +282,9 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         bool ctx = e.code && !strcmp(e.code, "context_length_exceeded");
         return reply_error(s, conn, &e, ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID);
     }
+    /* no max_tokens: the rest of the context, as far as the KV pool reaches */
+    if (!req.max_tokens && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
+        pr.max_tokens = s->pool_tokens - pr.n > 1 ? (int)(s->pool_tokens - pr.n) : 1;
     struct stream *st = calloc(1, sizeof *st);
     struct job *j = job_new(s->tok, req.n, req.logprobs, req.stop, req.n_stop,
                             route == API_ROUTE_CHAT && s->chat_strip_space);
@@ -706,6 +710,9 @@ static bool load_model(struct server *s) {
         fprintf(stderr, "kvik serve: %s\n", err.code ? err.msg : "cannot start the engine");
         return false;
     }
+    struct engine_stats st;
+    engine_stats(s->engine, &st);
+    s->pool_tokens = st.kv_blocks_total * (ec.block_tokens > 0 ? ec.block_tokens : 16);
     return true;
 }
 
