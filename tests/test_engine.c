@@ -552,7 +552,7 @@ TEST(engine_admission_busy_and_invalid) {
         {f->prompt[0], f->np[0], 0, 1, -1, 0, "max_tokens"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        struct req_out tmp;
+        struct req_out tmp = {0};
         struct sampler_params p = sp;
         p.temp = cases[i].temp;
         err = (struct kvik_err){0};
