@@ -15,7 +15,11 @@
  */
 #include <jansson.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -236,6 +240,29 @@ TEST(serve_routes_and_errors) {
     /* a chunked body under the limit works */
     CHECK_EQ_INT(http_call(&s, "POST", compl, "{\"prompt\":\"Hi\",\"max_tokens\":2}", NULL, true, 60, &r), 200);
     http_reply_free(&r);
+
+    /* a percent-escaped invalid UTF-8 byte in the path: still a valid error object */
+    CHECK_EQ_INT(http_call(&s, "GET", "/v1/models/caf%C3%A9%FF%FE", NULL, NULL, false, 10, &r), 404);
+    CHECK(error_shape(r.body, NULL, NULL, 0));
+    http_reply_free(&r);
+    /* garbage instead of HTTP on a raw socket: answered or dropped, and the
+     * server goes on */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        static const char junk[] = "\x01\xff GARBAGE / HTTP/9.9\r\nX: \x00\r\nContent-Length: -5\r\n\r\n{{{{";
+        CHECK(write(fd, junk, sizeof junk - 1) > 0);
+        char buf[512];
+        struct timeval tv = {.tv_sec = 5};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        if (n > 0) {
+            buf[n] = 0;
+            CHECK_MSG(!strncmp(buf, "HTTP/1.1 4", 10) || !strncmp(buf, "HTTP/1.1 5", 10), "garbage answered with: %.60s", buf);
+        }
+    }
+    if (fd >= 0) close(fd);
 
     /* tokenize / detokenize round trip */
     CHECK_EQ_INT(http_post(&s, "/tokenize", "{\"content\":\"Hello world\"}", &r), 200);
