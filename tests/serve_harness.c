@@ -75,6 +75,15 @@ bool serve_start(struct serve_proc *s, const char *args, double timeout_s) {
         if (s->port) {
             struct http_reply r;
             long code = http_call(s, "GET", "/health", NULL, NULL, false, 2, &r);
+            /* while the model loads: 503 {"status":"loading"}; then 200 {"status":"ok"} */
+            if (code == 503) {
+                CHECK_MSG(strstr(r.body, "\"loading\"") != NULL, "/health 503 while starting: %s", r.body);
+                s->loading_seen++;
+            } else if (code == 200) {
+                CHECK_MSG(strstr(r.body, "\"ok\"") != NULL, "/health 200: %s", r.body);
+            } else if (code != 0) {
+                test_fail(__FILE__, __LINE__, "/health answered %ld while starting", code);
+            }
             http_reply_free(&r);
             if (code == 200) return true;
         }

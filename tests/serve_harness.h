@@ -18,6 +18,7 @@ struct serve_proc {
     pid_t pid;
     int port;
     char log_path[96]; /* the child's stderr */
+    int loading_seen;  /* /health answers 503 "loading" seen while starting */
 };
 
 /* Starts the server with the default model (-m is added unless args has
