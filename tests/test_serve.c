@@ -782,10 +782,16 @@ TEST(serve_openai_python_client) {
     char *venv_err = test_slurp(errpath, &elen);
     remove(errpath);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !python[0]) {
+        /* the script's own message is the last line of its stderr */
+        const char *last = "scripts/serve-venv.sh failed";
+        if (venv_err) {
+            size_t n = strlen(venv_err);
+            while (n && venv_err[n - 1] == '\n') venv_err[--n] = 0;
+            char *nl = strrchr(venv_err, '\n');
+            if (n) last = nl ? nl + 1 : venv_err;
+        }
         char why[600];
-        snprintf(why, sizeof why, "OpenAI-client test skipped: %s",
-                 venv_err && venv_err[0] ? venv_err : "scripts/serve-venv.sh failed");
-        why[strcspn(why, "\n")] = 0;
+        snprintf(why, sizeof why, "OpenAI-client test skipped: %s", last);
         free(venv_err);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
         else test_fail(__FILE__, __LINE__, "%s", why);
