@@ -291,6 +291,12 @@ TEST(serve_routes_and_errors) {
     json_decref(root);
     http_reply_free(&r);
 
+    /* a second server on the same port: exit 1, one line */
+    char args[64], out1[1024], err1[1024];
+    snprintf(args, sizeof args, "serve -t 1 --port %d", s.port);
+    CHECK_EQ_INT(test_run_kvik(args, out1, sizeof out1, err1, sizeof err1), 1);
+    CHECK_MSG(strstr(err1, "cannot listen") != NULL, "%s", err1);
+
     /* /metrics: well-formed (promtool), counting the rejections */
     char *m = metrics_text(&s);
     double v;

@@ -621,7 +621,6 @@ static bool start_http(struct server *s) {
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
