@@ -649,6 +649,28 @@ TEST(serve_default_max_tokens_fits_the_kv_pool) {
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
 
+TEST(serve_drain_deadline_cancels) {
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 4096 --drain-timeout 0.5", 120)) return;
+    struct bg_call c = {.s = &s, .path = "/v1/completions"};
+    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}");
+    pthread_create(&c.th, NULL, bg_run, &c);
+    CHECK(metric_reaches(&s, "kvik_requests_running", 1, 30));
+    /* SIGINT: the long request is cut at the deadline, the stream still ends
+     * properly, and the process exits 0 */
+    int rc = serve_stop(&s, SIGINT, 60);
+    pthread_join(c.th, NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(c.r.status, 200);
+    bool done;
+    char finish[32];
+    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, sizeof finish, NULL, NULL);
+    CHECK(done);
+    CHECK_STR(finish, "cancelled");
+    free(t);
+    http_reply_free(&c.r);
+}
+
 /* ---- many clients ------------------------------------------------------- */
 
 enum { N_CLIENTS = 32 };
