@@ -212,19 +212,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         st->out.len = st->out_pos = 0;
         struct job *j = st->j;
+        struct resp_step step;
         pthread_mutex_lock(&j->mu);
-        for (;;) {
-            if (resp_stream_step(&st->rc, j, &st->out)) {
-                st->finished = true;
-                break;
-            }
-            if (st->out.len || st->out.failed) break;
+        while (!resp_stream_take(&st->rc, j, &step)) {
+            resp_step_free(&step);
             if (!job_wait(j, st->conn, 100, &st->checked)) {
                 pthread_mutex_unlock(&j->mu);
                 return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
             }
         }
         pthread_mutex_unlock(&j->mu);
+        /* the JSON is built without the lock: the engine thread never waits on it */
+        resp_stream_render(&st->rc, &step, &st->out);
+        st->finished = step.complete;
+        resp_step_free(&step);
         if (st->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = st->out.len - st->out_pos;

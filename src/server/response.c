@@ -95,20 +95,19 @@ static json_t *chat_tok(const struct tokenizer *tok, int32_t id, float lp, char 
     return o;
 }
 
-/* Logprobs of toks[from..to) of a choice; NULL (JSON null) when not wanted. */
-static json_t *logprobs_json(const struct resp_ctx *rc, const struct job *j,
-                             const struct job_choice *c, int from, int to) {
-    if (!j->logprobs) return json_null();
+/* Logprobs of toks[0..n) in the route's shape. */
+static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *tok,
+                             const struct job_token *toks, int n) {
     char buf[512];
     int top = rc->top_logprobs;
     if (rc->route == API_ROUTE_CHAT) {
         json_t *content = json_array();
-        for (int i = from; i < to; i++) {
-            const struct job_token *t = &c->toks[i];
-            json_t *o = chat_tok(j->tok, t->id, t->logprob, buf, sizeof buf);
+        for (int i = 0; i < n; i++) {
+            const struct job_token *t = &toks[i];
+            json_t *o = chat_tok(tok, t->id, t->logprob, buf, sizeof buf);
             json_t *alts = json_array();
             for (int k = 0; k < t->n_top && k < top; k++)
-                json_array_append_new(alts, chat_tok(j->tok, t->top_ids[k], t->top_logprobs[k], buf, sizeof buf));
+                json_array_append_new(alts, chat_tok(tok, t->top_ids[k], t->top_logprobs[k], buf, sizeof buf));
             json_object_set_new(o, "top_logprobs", alts);
             json_array_append_new(content, o);
         }
@@ -118,14 +117,14 @@ static json_t *logprobs_json(const struct resp_ctx *rc, const struct job *j,
         return lp;
     }
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-    for (int i = from; i < to; i++) {
-        const struct job_token *t = &c->toks[i];
-        size_t n = job_token_bytes(j->tok, t->id, buf, sizeof buf);
-        json_array_append_new(tokens, str_lossy(buf, n < sizeof buf ? n : sizeof buf));
+    for (int i = 0; i < n; i++) {
+        const struct job_token *t = &toks[i];
+        size_t len = job_token_bytes(tok, t->id, buf, sizeof buf);
+        json_array_append_new(tokens, str_lossy(buf, len < sizeof buf ? len : sizeof buf));
         json_array_append_new(lps, lp_json(t->logprob));
         json_t *alts = json_object();
         for (int k = 0; k < t->n_top && k < top; k++) {
-            size_t m = job_token_bytes(j->tok, t->top_ids[k], buf, sizeof buf - 1);
+            size_t m = job_token_bytes(tok, t->top_ids[k], buf, sizeof buf - 1);
             if (m > sizeof buf - 1) m = sizeof buf - 1;
             size_t clen;
             char *key = api_utf8_sanitize(buf, m, &clen);
@@ -144,10 +143,14 @@ static json_t *logprobs_json(const struct resp_ctx *rc, const struct job *j,
     return lp;
 }
 
-static json_t *usage_json(const struct resp_ctx *rc, const struct job *j) {
-    int64_t gen = 0;
-    for (int c = 0; c < j->n; c++) gen += j->ch[c].n_generated;
-    int64_t prompt = j->n_prompt > 0 ? j->n_prompt : rc->n_prompt;
+/* Prompt and generated tokens of a job (under its lock). */
+static void job_usage(const struct resp_ctx *rc, const struct job *j, int64_t *prompt, int64_t *gen) {
+    *gen = 0;
+    for (int c = 0; c < j->n; c++) *gen += j->ch[c].n_generated;
+    *prompt = j->n_prompt > 0 ? j->n_prompt : rc->n_prompt;
+}
+
+static json_t *usage_json(int64_t prompt, int64_t gen) {
     json_t *u = json_object();
     json_object_set_new(u, "prompt_tokens", json_integer(prompt));
     json_object_set_new(u, "completion_tokens", json_integer(gen));
@@ -197,12 +200,14 @@ char *resp_full(const struct resp_ctx *rc, struct job *j) {
             json_object_set_new(ch, "text", text_json(t.p, t.len));
             sbuf_free(&t);
         }
-        json_object_set_new(ch, "logprobs", logprobs_json(rc, j, c, 0, c->toks_final));
+        json_object_set_new(ch, "logprobs", j->logprobs ? logprobs_json(rc, j->tok, c->toks, c->toks_final) : json_null());
         json_object_set_new(ch, "finish_reason", json_string(resp_finish_reason(c->finish)));
         json_array_append_new(choices, ch);
     }
     json_object_set_new(root, "choices", choices);
-    json_object_set_new(root, "usage", usage_json(rc, j));
+    int64_t prompt, gen;
+    job_usage(rc, j, &prompt, &gen);
+    json_object_set_new(root, "usage", usage_json(prompt, gen));
     char *s = json_dumps(root, RESP_JSON_FLAGS);
     json_decref(root);
     return s;
@@ -221,11 +226,11 @@ static void emit(struct sbuf *out, json_t *root) {
     free(s);
 }
 
-/* One chunk with one choice: text (NULL: none), toks[from..to), finish. */
-static json_t *chunk_json(const struct resp_ctx *rc, const struct job *j, int index,
-                          const char *text, size_t len, bool role, int from, int to,
-                          const char *finish) {
-    const struct job_choice *c = &j->ch[index];
+/* One chunk with one choice: text (NULL: none), logprobs of toks[0..n_toks)
+ * (toks NULL: none), finish reason (NULL: none). */
+static json_t *chunk_json(const struct resp_ctx *rc, const struct tokenizer *tok, int index,
+                          const char *text, size_t len, bool role, const struct job_token *toks,
+                          int n_toks, const char *finish) {
     json_t *root = envelope(rc, true), *choices = json_array(), *ch = json_object();
     json_object_set_new(ch, "index", json_integer(index));
     if (rc->route == API_ROUTE_CHAT) {
@@ -236,7 +241,7 @@ static json_t *chunk_json(const struct resp_ctx *rc, const struct job *j, int in
     } else {
         json_object_set_new(ch, "text", text_json(text ? text : "", text ? len : 0));
     }
-    json_object_set_new(ch, "logprobs", from < to ? logprobs_json(rc, j, c, from, to) : json_null());
+    json_object_set_new(ch, "logprobs", toks ? logprobs_json(rc, tok, toks, n_toks) : json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_array_append_new(choices, ch);
     json_object_set_new(root, "choices", choices);
@@ -244,33 +249,78 @@ static json_t *chunk_json(const struct resp_ctx *rc, const struct job *j, int in
     return root;
 }
 
-bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out) {
+bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step *st) {
+    memset(st, 0, sizeof *st);
+    st->tok = j->tok;
+    st->logprobs = j->logprobs;
+    if (!(st->d = calloc((size_t)j->n, sizeof *st->d))) {
+        st->failed = true;
+        return true;
+    }
     bool all_sent = true;
     for (int i = 0; i < j->n; i++) {
         struct job_choice *c = &j->ch[i];
         if (c->finish_sent) continue;
-        if (!c->started) {
-            c->started = true;
-            if (rc->route == API_ROUTE_CHAT)
-                emit(out, chunk_json(rc, j, i, "", 0, true, 0, 0, NULL));
-            else if (rc->echo && rc->echo_len)
-                emit(out, chunk_json(rc, j, i, rc->echo, rc->echo_len, false, 0, 0, NULL));
-        }
+        struct resp_delta *d = &st->d[st->n];
+        d->index = i;
+        d->first = !c->started;
+        c->started = true;
         /* tokens whose bytes are all safe to send (all of them once done) */
         int to = c->toks_sent;
         if (j->logprobs) {
             int limit = c->done ? c->toks_final : c->n_toks;
             while (to < limit && (c->done || c->toks[to].end <= c->safe)) to++;
         }
-        if (c->safe > c->sent || to > c->toks_sent) {
-            emit(out, chunk_json(rc, j, i, c->text + c->sent, c->safe - c->sent, false, c->toks_sent, to, NULL));
+        if (c->safe > c->sent) {
+            d->len = c->safe - c->sent;
+            if (!(d->text = malloc(d->len))) st->failed = true;
+            else memcpy(d->text, c->text + c->sent, d->len);
             c->sent = c->safe;
+        }
+        if (to > c->toks_sent) {
+            d->n_toks = to - c->toks_sent;
+            if (!(d->toks = malloc((size_t)d->n_toks * sizeof *d->toks))) st->failed = true;
+            else memcpy(d->toks, c->toks + c->toks_sent, (size_t)d->n_toks * sizeof *d->toks);
             c->toks_sent = to;
         }
         if (c->done) {
-            if (c->finish == ENGINE_FINISH_ERROR) {
+            d->finish = true;
+            d->reason = c->finish;
+            memcpy(d->error, c->error, sizeof d->error);
+            c->finish_sent = true;
+        } else {
+            all_sent = false;
+        }
+        if (d->first || d->len || d->n_toks || d->finish) st->n++;
+        else free(d->text), free(d->toks), memset(d, 0, sizeof *d);
+    }
+    if (all_sent) {
+        st->complete = true;
+        job_usage(rc, j, &st->prompt_tokens, &st->completion_tokens);
+    }
+    return st->n > 0 || st->complete || st->failed;
+}
+
+void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, struct sbuf *out) {
+    if (st->failed) {
+        out->failed = true;
+        return;
+    }
+    for (int k = 0; k < st->n; k++) {
+        const struct resp_delta *d = &st->d[k];
+        if (d->first) {
+            if (rc->route == API_ROUTE_CHAT)
+                emit(out, chunk_json(rc, st->tok, d->index, "", 0, true, NULL, 0, NULL));
+            else if (rc->echo && rc->echo_len)
+                emit(out, chunk_json(rc, st->tok, d->index, rc->echo, rc->echo_len, false, NULL, 0, NULL));
+        }
+        if (d->len || d->n_toks)
+            emit(out, chunk_json(rc, st->tok, d->index, d->text ? d->text : "", d->len, false,
+                                 st->logprobs && d->n_toks ? d->toks : NULL, d->n_toks, NULL));
+        if (d->finish) {
+            if (d->reason == ENGINE_FINISH_ERROR) {
                 struct api_error e;
-                api_fail(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", c->error);
+                api_fail(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", d->error);
                 char *s = api_error_json(&e);
                 if (s) {
                     sbuf_add(out, "data: ", 6);
@@ -279,23 +329,36 @@ bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out
                     free(s);
                 }
             }
-            json_t *root = chunk_json(rc, j, i, rc->route == API_ROUTE_CHAT ? NULL : "", 0, false, 0, 0,
-                                      resp_finish_reason(c->finish));
-            emit(out, root);
-            c->finish_sent = true;
-        } else {
-            all_sent = false;
+            emit(out, chunk_json(rc, st->tok, d->index, rc->route == API_ROUTE_CHAT ? NULL : "", 0, false,
+                                 NULL, 0, resp_finish_reason(d->reason)));
         }
     }
-    if (!all_sent) return false;
+    if (!st->complete) return;
     if (rc->include_usage) {
         json_t *root = envelope(rc, true);
         json_object_set_new(root, "choices", json_array());
-        json_object_set_new(root, "usage", usage_json(rc, j));
+        json_object_set_new(root, "usage", usage_json(st->prompt_tokens, st->completion_tokens));
         emit(out, root);
     }
     sbuf_add(out, "data: [DONE]\n\n", 14);
-    return true;
+}
+
+void resp_step_free(struct resp_step *st) {
+    for (int k = 0; k < st->n && st->d; k++) {
+        free(st->d[k].text);
+        free(st->d[k].toks);
+    }
+    free(st->d);
+    memset(st, 0, sizeof *st);
+}
+
+bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out) {
+    struct resp_step st;
+    resp_stream_take(rc, j, &st);
+    resp_stream_render(rc, &st, out);
+    bool complete = st.complete;
+    resp_step_free(&st);
+    return complete;
 }
 
 char *resp_models(const char *name, int64_t created, int n_ctx, bool list) {

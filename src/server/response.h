@@ -53,8 +53,39 @@ const char *resp_finish_reason(enum engine_finish f);
  * if out of memory. */
 char *resp_full(const struct resp_ctx *rc, struct job *j);
 
-/* Under j->mu: appends the SSE events for what is new since the last call
- * to out; true when the stream is complete ([DONE] appended). */
+/* Streaming in two halves, so the job's lock (which the engine thread
+ * takes for every token) is held only while copying:
+ * resp_stream_take, under j->mu, moves what is new since the last call into
+ * st (true when there is anything to send, or the stream is complete);
+ * resp_stream_render, without the lock, appends its SSE events to out,
+ * ending with data: [DONE] when st->complete. */
+struct resp_delta {             /* one choice's news */
+    int index;
+    bool first;                 /* its first chunk (chat: the role; completions: echo) */
+    char *text;                 /* [len] new text, malloc'd */
+    size_t len;
+    struct job_token *toks;     /* [n_toks] newly reported tokens, malloc'd */
+    int n_toks;
+    bool finish;
+    enum engine_finish reason;
+    char error[160];
+};
+
+struct resp_step {
+    const struct tokenizer *tok;
+    bool logprobs;
+    struct resp_delta *d;       /* [n] */
+    int n;
+    bool complete;              /* every choice has sent its finish: usage, [DONE] */
+    bool failed;                /* out of memory */
+    int64_t prompt_tokens, completion_tokens;
+};
+
+bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step *st);
+void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, struct sbuf *out);
+void resp_step_free(struct resp_step *st);
+
+/* Both at once, under j->mu (tests); true when the stream is complete. */
 bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out);
 
 /* {"object":"list","data":[{"id":NAME,"object":"model","created":T,"owned_by":"kvik",
