@@ -118,6 +118,31 @@ TEST(kv_paged_full_pool_refuses_cleanly) {
     kv_paged_free(&kv);
 }
 
+/* Tables sized up front: growing and forking up to that length keeps every
+ * table where it is (the serving engine allocates nothing in a step). */
+TEST(kv_paged_reserved_tables_do_not_move) {
+    struct kv_paged kv;
+    struct kv_paged_config c = small_cfg(64, 3);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    REQUIRE(kv_paged_reserve_tables(&kv, 100)); /* 25 blocks of 4 */
+    CHECK(!kv_paged_reserve_tables(&kv, -1));
+    int32_t *tables[3];
+    for (int s = 0; s < 3; s++) {
+        tables[s] = kv.seqs[s].blocks;
+        CHECK(tables[s] != NULL && kv.seqs[s].cap >= 25);
+    }
+    int a = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, a, 50));
+    int f = kv_paged_seq_fork(&kv, a);
+    REQUIRE(f >= 0 && kv_paged_seq_grow(&kv, f, 100) && kv_paged_seq_grow(&kv, a, 90));
+    kv_paged_seq_close(&kv, a);
+    a = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, a, 100));
+    for (int s = 0; s < 3; s++) CHECK(kv.seqs[s].blocks == tables[s]);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
 /* A long random mix of open, fork, grow (writing the new rows), truncate
  * and close against a model of what every sequence must read back. */
 TEST(kv_paged_random_operations_keep_the_pool_consistent) {

@@ -75,7 +75,8 @@ enum engine_finish {
     ENGINE_FINISH_STOP,      /* end-of-generation token, or the callback returned false */
     ENGINE_FINISH_LENGTH,    /* max_tokens reached, or the context is full */
     ENGINE_FINISH_CANCELLED, /* engine_cancel, or engine shutdown */
-    ENGINE_FINISH_ERROR,     /* the forward pass failed (message in event.error) */
+    ENGINE_FINISH_ERROR,     /* the forward pass failed (message in event.error); the engine
+                                goes on with the other requests */
 };
 
 enum { ENGINE_MAX_TOP_LOGPROBS = 20 };
@@ -93,7 +94,7 @@ struct engine_event {
     /* final event: counts and timings of this choice */
     int n_prompt;            /* prompt tokens */
     int n_generated;         /* tokens emitted for this choice */
-    const char *error;       /* ENGINE_FINISH_ERROR: one line */
+    const char *error;       /* ENGINE_FINISH_ERROR: one line, valid during the callback only */
 };
 
 /* Return false to stop this choice now (finish reason STOP); the return value
