@@ -64,18 +64,22 @@ ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnn
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
-# The load generator of `kvik bench serve` (libcurl + jansson): linked into
-# the kvik command and the tests, not into libkvik.
+# The load generator of `kvik bench serve` (libcurl + jansson) and the HTTP
+# server of `kvik serve` (libmicrohttpd + jansson): linked into the kvik
+# command and the tests, not into libkvik.
 LOADGEN_SRC := $(sort $(wildcard src/tools/loadgen/*.c))
-# its parsers (no sockets): fuzz targets link them
+SERVER_SRC := $(sort $(wildcard src/server/*.c))
+# their parsers (no sockets): fuzz targets link them
 LOADGEN_PURE_SRC := src/tools/loadgen/sse.c src/tools/loadgen/prom.c src/tools/loadgen/dataset.c \
 	src/tools/loadgen/arrival.c
+SERVER_PURE_SRC := src/server/request.c src/server/stop.c
 TEST_SRC := $(sort $(wildcard tests/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LOADGEN_OBJ := $(LOADGEN_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
 STATIC_LIB := $(BUILD)/libkvik.a
@@ -104,6 +108,10 @@ $(BUILD)/obj/src/tools/loadgen/%.o: src/tools/loadgen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/obj/src/server/%.o: src/server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) -MMD -MP -c $< -o $@
+
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
@@ -121,11 +129,11 @@ $(SHARED_LIB): $(LIB_OBJ)
 	ln -sf libkvik.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libkvik.so
 
-$(KVIK): $(CLI_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(CURL_LIBS) $(JSON_LIBS) $(LDLIBS_ALL)
+$(KVIK): $(CLI_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(LDLIBS_ALL)
 
-$(TESTS): $(TEST_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(LDLIBS_ALL)
+$(TESTS): $(TEST_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(LDLIBS_ALL)
 
 # A fake OpenAI-compatible server (the one the load-generator tests start),
 # for benchmarking `kvik bench serve` itself: bench/fake-openai.c.
@@ -158,10 +166,10 @@ fuzz:
 	@scripts/install-deps.sh fuzz
 	$(MAKE) $(FUZZ_BINS)
 
-$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LOADGEN_PURE_SRC) $(wildcard src/*/*.h src/*/*/*.h)
+$(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LOADGEN_PURE_SRC) $(SERVER_PURE_SRC) $(wildcard src/*/*.h src/*/*/*.h)
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(SERVER_CFLAGS) $(filter-out %_avx2.c %_avx512.c %_amx.c,$(LIB_SRC)) \
-	  $(LOADGEN_PURE_SRC) -DKVIK_NO_SIMD $< -o $@ $(JSON_LIBS) -lm
+	  $(LOADGEN_PURE_SRC) $(SERVER_PURE_SRC) -DKVIK_NO_SIMD $< -o $@ $(JSON_LIBS) -lm
 
 fuzz-run: fuzz
 	@for f in $(FUZZ_BINS); do \
@@ -203,4 +211,4 @@ deps:
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(LOADGEN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) $(LOADGEN_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

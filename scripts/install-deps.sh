@@ -3,7 +3,9 @@
 # missing. Profiles: build (C compiler, make, pkg-config and the server's
 # libraries: libmicrohttpd, jansson, libcurl for the HTTP tests and the load
 # generator), fuzz (clang + libFuzzer runtime), python (python3 + pip, for
-# golden-data scripts and model fetching).
+# golden-data scripts and model fetching), test (what `make test` uses when
+# present: promtool from the prometheus package to check /metrics, python3
+# with venv for the OpenAI-client test of `kvik serve`).
 set -eu
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -17,6 +19,11 @@ for p in "$@"; do
       have_pc libmicrohttpd || need+=(libmicrohttpd-dev)
       have_pc jansson || need+=(libjansson-dev)
       have_pc libcurl || need+=(libcurl4-openssl-dev)
+      ;;
+    test)
+      have_cmd promtool || need+=(prometheus)
+      have_cmd python3 || need+=(python3)
+      python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
       ;;
     fuzz)
       have_cmd clang || need+=(clang)

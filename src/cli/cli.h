@@ -25,6 +25,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv); /* argv[1] is "tokenizer" */
 int cmd_vocab_import(int argc, char **argv);
 int cmd_bench_serve(int argc, char **argv); /* argv[1] is "serve", "sweep" or "compare" */

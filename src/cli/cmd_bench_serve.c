@@ -331,7 +331,7 @@ static void run_info(const struct serve_opts *o, const struct lg_result *res, in
     in->slo = o->slo;
 }
 
-static int cmd_serve(int argc, char **argv) {
+static int bench_serve_main(int argc, char **argv) {
     struct serve_opts o;
     int rc = parse_opts(argc, argv, 2, &o, false);
     if (rc) return rc < 0 ? 0 : rc;
@@ -514,5 +514,5 @@ static int cmd_compare(int argc, char **argv) {
 int cmd_bench_serve(int argc, char **argv) {
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
     if (!strcmp(argv[1], "compare")) return cmd_compare(argc, argv);
-    return cmd_serve(argc, argv);
+    return bench_serve_main(argc, argv);
 }

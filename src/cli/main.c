@@ -21,6 +21,7 @@ static void usage(FILE *f) {
             "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"
             "  detokenize -m MODEL ID...   token ids to text\n"
             "  bench tokenizer -f CORPUS   tokenizer speed against Hugging Face tokenizers\n"
+            "  serve [-m MODEL] [--port N] OpenAI-compatible HTTP server (kvik serve --help)\n"
             "  bench serve --url URL       load-test an OpenAI-compatible server (also bench sweep, compare)\n"
             "  vocab-import --tiktoken F   a GGUF vocabulary from a tiktoken ranks file\n"
             "\n"
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "vocab-import")) return cmd_vocab_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }

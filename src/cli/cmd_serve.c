@@ -1,0 +1,126 @@
+/*
+ * cmd_serve.c — `kvik serve`: the OpenAI-compatible HTTP server
+ * (src/server/server.h) over the serving engine. This file parses the
+ * command line; everything else is in src/server.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+#include "cli/cli.h"
+#include "server/server.h"
+#include "tensor/tensor.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kvik serve [-m MODEL] [options]\n"
+            "  -m PATH             model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  --host ADDR         address to listen on (default 127.0.0.1)\n"
+            "  --port N            TCP port (default 8080; 0: any free port, printed on stderr)\n"
+            "  --api-key KEY       require 'Authorization: Bearer KEY' on /v1/*, /tokenize and\n"
+            "                      /detokenize (default: $KVIK_API_KEY; /health and /metrics stay open)\n"
+            "  --model-name NAME   the model id clients see (default: the file name without .gguf)\n"
+            "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
+            "  -t N                forward-pass threads (default: all CPUs)\n"
+            "  -c N                longest sequence, prompt + output (default: the model's, at most 8192)\n"
+            "  --kv-mem MiB        KV-cache pool size (default: room for max-seqs sequences of c/4 tokens)\n"
+            "  --ctx-total N       KV-cache pool size in tokens, all sequences together (instead of --kv-mem)\n"
+            "  --kv-type T         f16 (default), q8_0 or f32\n"
+            "  --max-seqs N        running sequences at most (default 64)\n"
+            "  --max-batch-tokens N  tokens per engine step (default 512)\n"
+            "  --max-queue N       waiting requests at most; beyond, 503 + Retry-After (default 256)\n"
+            "  --max-body BYTES    request body limit (default 4194304)\n"
+            "  --drain-timeout S   on SIGINT/SIGTERM, seconds running requests may finish (default 30)\n"
+            "  --max-connections N concurrent HTTP connections (default 512)\n"
+            "Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"
+            "GET /v1/models, /health, /metrics. See docs/server.md.\n");
+}
+
+static int bad_value(const char *a, const char *v) {
+    fprintf(stderr, "kvik serve: bad value '%s' for %s\n", v, a);
+    return 2;
+}
+
+int cmd_serve(int argc, char **argv) {
+    struct server_config cfg = server_config_default();
+    const char *model = NULL;
+    long l;
+    cfg.n_threads = cpu_count();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "kvik serve: unknown argument or missing value: '%s' (try kvik serve --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "-m")) model = v;
+        else if (!strcmp(a, "--host")) cfg.host = v;
+        else if (!strcmp(a, "--api-key")) cfg.api_key = v;
+        else if (!strcmp(a, "--model-name")) cfg.model_name = v;
+        else if (!strcmp(a, "--chat-template")) cfg.chat_template = v;
+        else if (!strcmp(a, "--port")) {
+            if (!cli_parse_long(v, 0, 65535, &l)) return bad_value(a, v);
+            cfg.port = (int)l;
+        } else if (!strcmp(a, "-t")) {
+            if (!cli_parse_long(v, 1, 1024, &l)) return bad_value(a, v);
+            cfg.n_threads = (int)l;
+        } else if (!strcmp(a, "-c")) {
+            if (!cli_parse_long(v, 16, 1 << 20, &l)) return bad_value(a, v);
+            cfg.n_ctx = (int)l;
+        } else if (!strcmp(a, "--kv-mem")) {
+            if (!cli_parse_long(v, 1, 1 << 20, &l)) return bad_value(a, v);
+            cfg.kv_mem_mib = l;
+        } else if (!strcmp(a, "--ctx-total")) {
+            if (!cli_parse_long(v, 16, 1L << 30, &l)) return bad_value(a, v);
+            cfg.ctx_total = l;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(v, "f16")) cfg.kv_type = TENSOR_TYPE_F16;
+            else if (!strcmp(v, "q8_0")) cfg.kv_type = TENSOR_TYPE_Q8_0;
+            else if (!strcmp(v, "f32")) cfg.kv_type = TENSOR_TYPE_F32;
+            else return bad_value(a, v);
+        } else if (!strcmp(a, "--max-seqs")) {
+            if (!cli_parse_long(v, 1, 4096, &l)) return bad_value(a, v);
+            cfg.max_seqs = (int)l;
+        } else if (!strcmp(a, "--max-batch-tokens")) {
+            if (!cli_parse_long(v, 1, 1 << 16, &l)) return bad_value(a, v);
+            cfg.max_batch_tokens = (int)l;
+        } else if (!strcmp(a, "--max-queue")) {
+            if (!cli_parse_long(v, 1, 1 << 20, &l)) return bad_value(a, v);
+            cfg.max_queue = (int)l;
+        } else if (!strcmp(a, "--max-body")) {
+            if (!cli_parse_long(v, 1024, 1L << 30, &l)) return bad_value(a, v);
+            cfg.max_body = (size_t)l;
+        } else if (!strcmp(a, "--drain-timeout")) {
+            float f;
+            if (!cli_parse_float(v, 0, 86400, &f)) return bad_value(a, v);
+            cfg.drain_timeout_s = f;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (!cli_parse_long(v, 1, 100000, &l)) return bad_value(a, v);
+            cfg.max_connections = (int)l;
+        } else {
+            fprintf(stderr, "kvik serve: unknown argument '%s' (try kvik serve --help)\n", a);
+            return 2;
+        }
+    }
+    if (cfg.kv_mem_mib && cfg.ctx_total) {
+        fprintf(stderr, "kvik serve: give --kv-mem or --ctx-total, not both\n");
+        return 2;
+    }
+    if (!cfg.api_key) {
+        const char *env = getenv("KVIK_API_KEY");
+        if (env && *env) cfg.api_key = env;
+    }
+    if (cfg.api_key && !*cfg.api_key) {
+        fprintf(stderr, "kvik serve: --api-key must not be empty\n");
+        return 2;
+    }
+    char buf[4096];
+    cfg.model_path = cli_resolve_model(model, buf, sizeof buf);
+    if (!cli_model_exists(cfg.model_path, model, "serve")) return 1;
+    return server_run(&cfg);
+}

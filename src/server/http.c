@@ -1,0 +1,781 @@
+/*
+ * http.c — the HTTP side of `kvik serve` on GNU libmicrohttpd (see
+ * server.h): routes, authentication, body limits, streaming, client
+ * disconnects, start-up and graceful shutdown.
+ *
+ * Routes:
+ *   GET  /health                 200 {"status":"ok"}, 503 while loading or draining
+ *   GET  /metrics                Prometheus text (metrics.c)
+ *   GET  /v1/models[/{id}]       the served model
+ *   POST /v1/chat/completions    chat, streaming or not
+ *   POST /v1/completions         text completion, streaming or not
+ *   POST /tokenize, /detokenize  text <-> token ids
+ * With an API key, every route but /health and /metrics needs
+ * "Authorization: Bearer KEY" (compared in constant time).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/response.h"
+#include "server/server.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+enum { SRV_LOADING, SRV_READY, SRV_DRAINING };
+
+struct server {
+    struct server_config cfg;
+    struct MHD_Daemon *daemon;
+    _Atomic int state;
+    struct model *model;
+    struct tokenizer *tok;
+    struct chat_format fmt;
+    bool have_fmt;
+    bool chat_strip_space; /* the vocabulary writes a space before words (SentencePiece) */
+    struct engine *engine;
+    int32_t *eog;          /* [n_eog] end-of-generation ids for the engine */
+    int n_eog;
+    int n_ctx;
+    int64_t pool_tokens;   /* positions the whole KV pool holds (one sequence's ceiling) */
+    char name[256];
+    int64_t created;
+    _Atomic uint64_t rejected[METRICS_REJECT_COUNT];
+    _Atomic uint64_t http_requests;
+    _Atomic int inflight;  /* generation responses not yet finished */
+};
+
+enum route {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_MODELS,
+    ROUTE_MODEL,
+    ROUTE_CHAT,
+    ROUTE_COMPLETIONS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+};
+
+/* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
+struct conn_state {
+    enum route route;
+    struct sbuf body;
+    bool too_big;
+};
+
+struct server_config server_config_default(void) {
+    return (struct server_config){
+        .host = "127.0.0.1",
+        .port = 8080,
+        .n_threads = 1,
+        .kv_type = TENSOR_TYPE_F16,
+        .max_body = API_MAX_BODY_DEFAULT,
+        .drain_timeout_s = 30,
+        .max_connections = 512,
+    };
+}
+
+/* ---- replies ---------------------------------------------------------- */
+
+static enum MHD_Result reply(struct server *s, struct MHD_Connection *conn, unsigned status,
+                             const char *ctype, char *body, size_t len, bool retry_after) {
+    atomic_fetch_add(&s->http_requests, 1);
+    struct MHD_Response *r;
+    if (body) {
+        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    } else {
+        static const char oom[] = "{\"error\":{\"message\":\"The server ran out of memory.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        status = 500;
+        ctype = "application/json";
+        r = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_json(struct server *s, struct MHD_Connection *conn, unsigned status, json_t *root) {
+    char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return reply(s, conn, status, "application/json", body, body ? strlen(body) : 0, false);
+}
+
+static enum MHD_Result reply_error(struct server *s, struct MHD_Connection *conn,
+                                   const struct api_error *e, enum metrics_reject why) {
+    if ((unsigned)why < METRICS_REJECT_COUNT) atomic_fetch_add(&s->rejected[why], 1);
+    char *body = api_error_json(e);
+    bool retry = e->status == 503;
+    return reply(s, conn, (unsigned)e->status, "application/json", body, body ? strlen(body) : 0, retry);
+}
+
+static enum MHD_Result reply_unavailable(struct server *s, struct MHD_Connection *conn) {
+    struct api_error e;
+    bool loading = atomic_load(&s->state) == SRV_LOADING;
+    api_fail(&e, 503, "server_error", loading ? "model_loading" : "server_shutting_down", NULL,
+             loading ? "The model is still loading; retry shortly." : "The server is shutting down.");
+    return reply_error(s, conn, &e, loading ? METRICS_REJECT_LOADING : METRICS_REJECT_DRAINING);
+}
+
+/* ---- authentication --------------------------------------------------- */
+
+/* Equal strings, in time that depends only on the length of the key. */
+static bool key_equal(const char *given, const char *key) {
+    size_t lg = strlen(given), lk = strlen(key);
+    unsigned diff = lg != lk;
+    for (size_t i = 0; i < lk; i++) diff |= (unsigned)((unsigned char)(i < lg ? given[i] : 0) ^ (unsigned char)key[i]);
+    return diff == 0;
+}
+
+static bool authorized(const struct server *s, struct MHD_Connection *conn) {
+    if (!s->cfg.api_key) return true;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_equal(h, s->cfg.api_key);
+}
+
+/* ---- waiting on a job ------------------------------------------------- */
+
+/* True when the client closed its end (or the socket failed). */
+static bool peer_gone(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & POLLIN) { /* a pipelined request, or end-of-stream */
+        char c;
+        ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0;
+    }
+    return false;
+}
+
+/* With j->mu held: waits up to ms for an event. Every ms or so (events may
+ * come faster than that) it looks at the socket: false when the client has
+ * gone away. *checked is the clock_ns() of the last look. */
+static bool job_wait(struct job *j, struct MHD_Connection *conn, int ms, int64_t *checked) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    int64_t now = clock_ns();
+    if (now - *checked < (int64_t)ms * 1000000) return true;
+    *checked = now;
+    return !peer_gone(conn);
+}
+
+/* ---- streaming responses --------------------------------------------- */
+
+struct stream {
+    struct server *s;
+    struct job *j;
+    struct MHD_Connection *conn;
+    struct resp_ctx rc;
+    char *echo;          /* owned copy of rc.echo */
+    struct sbuf out;
+    size_t out_pos;
+    bool finished;
+    int64_t checked;     /* when the socket was last looked at */
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct stream *st = cls;
+    while (st->out_pos == st->out.len) {
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->out.len = st->out_pos = 0;
+        struct job *j = st->j;
+        struct resp_step step;
+        pthread_mutex_lock(&j->mu);
+        while (!resp_stream_take(&st->rc, j, &step)) {
+            resp_step_free(&step);
+            if (!job_wait(j, st->conn, 100, &st->checked)) {
+                pthread_mutex_unlock(&j->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
+            }
+        }
+        pthread_mutex_unlock(&j->mu);
+        /* the JSON is built without the lock: the engine thread never waits on it */
+        resp_stream_render(&st->rc, &step, &st->out);
+        st->finished = step.complete;
+        resp_step_free(&step);
+        if (st->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = st->out.len - st->out_pos;
+    if (n > max) n = max;
+    memcpy(buf, st->out.p + st->out_pos, n);
+    st->out_pos += n;
+    return (ssize_t)n;
+}
+
+/* libmicrohttpd is done with the response: sent, or the client went away. */
+static void stream_free(void *cls) {
+    struct stream *st = cls;
+    struct job *j = st->j;
+    pthread_mutex_lock(&j->mu);
+    bool done = job_all_done(j);
+    uint64_t id = j->id;
+    pthread_mutex_unlock(&j->mu);
+    if (!done) engine_cancel(st->s->engine, id);
+    job_release(j);
+    atomic_fetch_sub(&st->s->inflight, 1);
+    sbuf_free(&st->out);
+    free(st->echo);
+    free(st);
+}
+
+/* ---- /v1/chat/completions and /v1/completions ------------------------- */
+
+/* The prompt text for echo (completions): the text given, or the ids' text. */
+static char *echo_text(const struct server *s, const struct api_request *req, size_t *len) {
+    if (req->prompt) {
+        char *t = malloc(req->prompt_len + 1);
+        if (t) memcpy(t, req->prompt, req->prompt_len + 1);
+        *len = req->prompt_len;
+        return t;
+    }
+    int64_t n = tokenizer_decode(s->tok, req->prompt_ids, req->n_prompt_ids, NULL, 0, false);
+    if (n < 0) return NULL;
+    char *raw = malloc((size_t)n + 1);
+    if (!raw) return NULL;
+    tokenizer_decode(s->tok, req->prompt_ids, req->n_prompt_ids, raw, (size_t)n + 1, false);
+    char *t = api_utf8_sanitize(raw, (size_t)n, len);
+    free(raw);
+    return t;
+}
+
+static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    enum api_route route = cs->route == ROUTE_CHAT ? API_ROUTE_CHAT : API_ROUTE_COMPLETIONS;
+    struct api_error e = {0};
+    struct api_request req;
+    if (!api_parse_request(route, cs->body.p, cs->body.len, s->cfg.max_body, &req, &e))
+        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    struct api_prompt pr;
+    if (!api_prepare(&req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, &e)) {
+        api_request_free(&req);
+        bool ctx = e.code && !strcmp(e.code, "context_length_exceeded");
+        return reply_error(s, conn, &e, ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID);
+    }
+    /* no max_tokens: the rest of the context, as far as the KV pool reaches */
+    if (!req.max_tokens && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
+        pr.max_tokens = s->pool_tokens - pr.n > 1 ? (int)(s->pool_tokens - pr.n) : 1;
+    struct stream *st = calloc(1, sizeof *st);
+    struct job *j = job_new(s->tok, req.n, req.logprobs, req.stop, req.n_stop,
+                            route == API_ROUTE_CHAT && s->chat_strip_space);
+    if (!st || !j) {
+        free(st);
+        if (j) job_engine_gone(j), job_release(j);
+        api_prompt_free(&pr);
+        api_request_free(&req);
+        return reply(s, conn, 500, NULL, NULL, 0, false);
+    }
+    st->s = s;
+    st->j = j;
+    st->conn = conn;
+    resp_ctx_init(&st->rc, route, s->name);
+    st->rc.include_usage = req.include_usage;
+    st->rc.top_logprobs = req.top_logprobs;
+    st->rc.n_prompt = pr.n;
+    if (req.echo) {
+        st->echo = echo_text(s, &req, &st->rc.echo_len);
+        st->rc.echo = st->echo ? st->echo : "";
+        if (!st->echo) st->rc.echo_len = 0;
+    }
+    struct engine_request er = {
+        .prompt = pr.ids,
+        .n_prompt = pr.n,
+        .max_tokens = pr.max_tokens,
+        .n = req.n,
+        .sampling = req.sp,
+        .top_logprobs = req.logprobs ? req.top_logprobs : -1,
+        .ignore_eos = req.ignore_eos,
+        .on_event = job_on_event,
+        .user = j,
+    };
+    bool stream = req.stream;
+    api_request_free(&req);
+    struct kvik_err kerr = {0};
+    uint64_t id = 0;
+    atomic_fetch_add(&s->inflight, 1);
+    kvik_status kst = engine_submit(s->engine, &er, &id, &kerr);
+    api_prompt_free(&pr);
+    if (kst != KVIK_OK) {
+        job_engine_gone(j);
+        job_release(j);
+        free(st->echo);
+        free(st);
+        atomic_fetch_sub(&s->inflight, 1);
+        if (kst == KVIK_ERR_BUSY) {
+            if (atomic_load(&s->state) == SRV_DRAINING) return reply_unavailable(s, conn);
+            api_fail(&e, 503, "server_error", "server_overloaded", NULL,
+                     "The server is busy (%s); retry shortly.", kerr.msg[0] ? kerr.msg : "queue full");
+            return reply_error(s, conn, &e, METRICS_REJECT_QUEUE_FULL);
+        }
+        api_fail(&e, kst == KVIK_ERR_INVALID_ARG ? 400 : 500,
+                 kst == KVIK_ERR_INVALID_ARG ? "invalid_request_error" : "server_error", NULL, NULL,
+                 "%s", kerr.msg[0] ? kerr.msg : kvik_status_string(kst));
+        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->id = id;
+    pthread_mutex_unlock(&j->mu);
+
+    if (stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+        if (!r) {
+            stream_free(st);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        atomic_fetch_add(&s->http_requests, 1);
+        enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+        MHD_destroy_response(r); /* stream_free runs when libmicrohttpd is done with it */
+        return ret;
+    }
+
+    /* whole response: wait for every choice, watching for the client leaving */
+    pthread_mutex_lock(&j->mu);
+    bool gone = false;
+    while (!job_all_done(j) && !gone) gone = !job_wait(j, conn, 100, &st->checked);
+    char *body = NULL;
+    bool failed = false;
+    char errmsg[200] = "";
+    if (!gone) {
+        for (int i = 0; i < j->n; i++)
+            if (j->ch[i].finish == ENGINE_FINISH_ERROR) {
+                failed = true;
+                snprintf(errmsg, sizeof errmsg, "%s", j->ch[i].error);
+            }
+        if (!failed) body = resp_full(&st->rc, j);
+    }
+    pthread_mutex_unlock(&j->mu);
+    stream_free(st); /* cancels if the client left */
+    if (gone) return MHD_NO;
+    if (failed) {
+        api_fail(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
+        char *eb = api_error_json(&e);
+        return reply(s, conn, 500, "application/json", eb, eb ? strlen(eb) : 0, false);
+    }
+    return reply(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false);
+}
+
+/* ---- the other routes -------------------------------------------------- */
+
+static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    struct api_error e;
+    struct api_tokenize t;
+    if (!api_parse_tokenize(cs->body.p, cs->body.len, s->cfg.max_body, &t, &e))
+        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    int64_t cap = (int64_t)t.len + 8;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t n = ids ? tokenizer_encode(s->tok, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
+    if (n > cap) { /* never for these vocabularies, but the contract allows it */
+        free(ids);
+        cap = n;
+        ids = malloc((size_t)cap * sizeof *ids);
+        n = ids ? tokenizer_encode(s->tok, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
+    }
+    api_tokenize_free(&t);
+    if (n < 0 || n > cap) {
+        free(ids);
+        return reply(s, conn, 500, NULL, NULL, 0, false);
+    }
+    json_t *root = json_object(), *arr = json_array();
+    for (int64_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    free(ids);
+    json_object_set_new(root, "tokens", arr);
+    json_object_set_new(root, "count", json_integer(n));
+    json_object_set_new(root, "max_model_len", json_integer(s->n_ctx));
+    return reply_json(s, conn, MHD_HTTP_OK, root);
+}
+
+static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    struct api_error e;
+    struct api_detokenize d;
+    if (!api_parse_detokenize(cs->body.p, cs->body.len, s->cfg.max_body, &d, &e))
+        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    int32_t nv = tokenizer_n_vocab(s->tok);
+    for (int i = 0; i < d.n; i++)
+        if (d.ids[i] >= nv) {
+            api_fail(&e, 400, "invalid_request_error", "invalid_value", "tokens",
+                     "Invalid 'tokens': token id %d is out of range (the vocabulary has %d tokens).", d.ids[i], nv);
+            api_detokenize_free(&d);
+            return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+        }
+    int64_t n = tokenizer_decode(s->tok, d.ids, d.n, NULL, 0, true);
+    char *raw = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (raw) tokenizer_decode(s->tok, d.ids, d.n, raw, (size_t)n + 1, true);
+    api_detokenize_free(&d);
+    size_t len = 0;
+    char *text = raw ? api_utf8_sanitize(raw, (size_t)n, &len) : NULL;
+    free(raw);
+    if (!text) return reply(s, conn, 500, NULL, NULL, 0, false);
+    json_t *root = json_object();
+    json_object_set_new(root, "content", json_stringn(text, len));
+    free(text);
+    return reply_json(s, conn, MHD_HTTP_OK, root);
+}
+
+static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
+    struct metrics_server ms = {.ready = atomic_load(&s->state) == SRV_READY};
+    for (int i = 0; i < METRICS_REJECT_COUNT; i++) ms.rejected[i] = atomic_load(&s->rejected[i]);
+    ms.http_requests = atomic_load(&s->http_requests);
+    struct engine_stats st;
+    bool have = atomic_load(&s->state) != SRV_LOADING && s->engine;
+    if (have) engine_stats(s->engine, &st);
+    size_t len = 0;
+    char *body = metrics_render(have ? &st : NULL, &ms, &len);
+    return reply(s, conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body, len, false);
+}
+
+static enum MHD_Result handle_health(struct server *s, struct MHD_Connection *conn) {
+    int state = atomic_load(&s->state);
+    const char *status = state == SRV_READY ? "ok" : state == SRV_LOADING ? "loading" : "draining";
+    json_t *root = json_object();
+    json_object_set_new(root, "status", json_string(status));
+    return reply_json(s, conn, state == SRV_READY ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, root);
+}
+
+static enum MHD_Result handle_models(struct server *s, struct MHD_Connection *conn, const char *url) {
+    if (!strcmp(url, "/v1/models")) {
+        char *b = resp_models(s->name, s->created, s->n_ctx, true);
+        return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
+    }
+    const char *id = url + strlen("/v1/models/");
+    if (strcmp(id, s->name) != 0) {
+        struct api_error e;
+        api_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
+                 "The model '%.200s' does not exist.", id);
+        return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
+    }
+    char *b = resp_models(s->name, s->created, s->n_ctx, false);
+    return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+struct route_def {
+    const char *path;
+    bool prefix;       /* path is a prefix ("/v1/models/") */
+    const char *method;
+    enum route route;
+    bool needs_auth;
+    bool needs_model;
+};
+
+static const struct route_def routes[] = {
+    {"/health", false, "GET", ROUTE_HEALTH, false, false},
+    {"/metrics", false, "GET", ROUTE_METRICS, false, false},
+    {"/v1/models", false, "GET", ROUTE_MODELS, true, false},
+    {"/v1/models/", true, "GET", ROUTE_MODEL, true, false},
+    {"/v1/chat/completions", false, "POST", ROUTE_CHAT, true, true},
+    {"/v1/completions", false, "POST", ROUTE_COMPLETIONS, true, true},
+    {"/tokenize", false, "POST", ROUTE_TOKENIZE, true, true},
+    {"/detokenize", false, "POST", ROUTE_DETOKENIZE, true, true},
+};
+
+static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
+    *wrong_method = false;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        const struct route_def *r = &routes[i];
+        bool match = r->prefix ? !strncmp(url, r->path, strlen(r->path)) && url[strlen(r->path)]
+                               : !strcmp(url, r->path);
+        if (!match) continue;
+        if (!strcmp(method, r->method) || (!strcmp(method, "HEAD") && !strcmp(r->method, "GET"))) return r;
+        *wrong_method = true;
+    }
+    return NULL;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **req_cls) {
+    (void)version;
+    struct server *s = cls;
+    struct conn_state *cs = *req_cls;
+    if (!cs) {
+        /* first call: headers only */
+        bool wrong_method;
+        const struct route_def *r = find_route(url, method, &wrong_method);
+        struct api_error e;
+        if (!r) {
+            api_fail(&e, wrong_method ? 405 : 404, "invalid_request_error",
+                     wrong_method ? "method_not_allowed" : "unknown_url", NULL,
+                     wrong_method ? "Method %.16s is not allowed for %.200s." : "Unknown request URL: %.16s %.200s.",
+                     method, url);
+            return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
+        }
+        if (r->needs_auth && !authorized(s, conn)) {
+            api_fail(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                     "Incorrect or missing API key. Send it as 'Authorization: Bearer KEY'.");
+            return reply_error(s, conn, &e, METRICS_REJECT_UNAUTHORIZED);
+        }
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+            api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                     "The request body is %.20s bytes; the limit is %zu bytes.", cl, s->cfg.max_body);
+            return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
+        }
+        if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        cs->route = r->route;
+        *req_cls = cs;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        /* a chunked body with no Content-Length can still grow past the limit:
+         * keep reading, keep nothing, answer 413 at the end */
+        if (!cs->too_big && cs->body.len + *upload_data_size > s->cfg.max_body) {
+            cs->too_big = true;
+            sbuf_free(&cs->body);
+        }
+        if (!cs->too_big) sbuf_add(&cs->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (cs->too_big) {
+        struct api_error e;
+        api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                 "The request body is over the limit of %zu bytes.", s->cfg.max_body);
+        return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
+    }
+    if (cs->body.failed) return reply(s, conn, 500, NULL, NULL, 0, false);
+    bool needs_model = cs->route == ROUTE_CHAT || cs->route == ROUTE_COMPLETIONS ||
+                       cs->route == ROUTE_TOKENIZE || cs->route == ROUTE_DETOKENIZE;
+    if (needs_model && atomic_load(&s->state) != SRV_READY) return reply_unavailable(s, conn);
+    switch (cs->route) {
+    case ROUTE_HEALTH: return handle_health(s, conn);
+    case ROUTE_METRICS: return handle_metrics(s, conn);
+    case ROUTE_MODELS:
+    case ROUTE_MODEL: return handle_models(s, conn, url);
+    case ROUTE_CHAT:
+    case ROUTE_COMPLETIONS: return handle_generate(s, conn, cs);
+    case ROUTE_TOKENIZE: return handle_tokenize(s, conn, cs);
+    case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, cs);
+    default: return MHD_NO;
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)conn, (void)toe;
+    struct conn_state *cs = *req_cls;
+    if (!cs) return;
+    sbuf_free(&cs->body);
+    free(cs);
+    *req_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    log_debug("http: %s", line);
+}
+
+/* ---- start-up ---------------------------------------------------------- */
+
+static bool start_http(struct server *s) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->cfg.port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    int gai = getaddrinfo(s->cfg.host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        fprintf(stderr, "kvik serve: cannot resolve host '%s': %s\n", s->cfg.host, gai_strerror(gai));
+        return false;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                                 MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                 MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        fprintf(stderr, "kvik serve: cannot listen on %s:%d: %s\n", s->cfg.host, s->cfg.port,
+                errno ? strerror(errno) : "libmicrohttpd failed to start");
+        return false;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = di ? di->port : s->cfg.port;
+    bool v6 = strchr(s->cfg.host, ':') != NULL;
+    fprintf(stderr, "kvik serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->cfg.host, v6 ? "]" : "", bound);
+    return true;
+}
+
+/* True when the vocabulary writes a space before words that decoding a
+ * whole text drops (SentencePiece): a chat reply then drops it too. */
+static bool vocab_strips_space(const struct tokenizer *tok) {
+    int32_t ids[8];
+    int64_t n = tokenizer_encode(tok, "a", 1, false, false, ids, 8);
+    if (n < 1 || n > 8) return false;
+    char piece[64], text[64];
+    int64_t pn = tokenizer_decode_piece(tok, ids[0], piece, sizeof piece, false);
+    int64_t tn = tokenizer_decode(tok, ids, n, text, sizeof text, false);
+    return pn > 0 && pn < (int64_t)sizeof piece && piece[0] == ' ' && tn >= 0 && tn < (int64_t)sizeof text &&
+           text[0] != ' ';
+}
+
+static void load_chat_template(struct server *s) {
+    struct kvik_err err = {0};
+    if (s->cfg.chat_template) {
+        if (chat_template_from_name(s->cfg.chat_template, &s->fmt.tmpl, &err) == KVIK_OK) s->have_fmt = true;
+        else fprintf(stderr, "kvik serve: warning: %s\n", err.msg);
+        return;
+    }
+    struct gguf_str t;
+    if (gguf_get_str(s->model->file, "tokenizer.chat_template", &t, NULL) != KVIK_OK) {
+        fprintf(stderr, "kvik serve: warning: the model has no chat template; /v1/chat/completions answers 400\n");
+        return;
+    }
+    char *text = malloc(t.len + 1);
+    if (!text) return;
+    memcpy(text, t.ptr, t.len);
+    text[t.len] = 0;
+    if (chat_detect(text, &s->fmt, &err) == KVIK_OK) {
+        s->have_fmt = true;
+        if (s->fmt.approximate)
+            fprintf(stderr, "kvik serve: warning: the model's %s template does more than kvik renders\n",
+                    chat_template_name(s->fmt.tmpl));
+    } else {
+        fprintf(stderr, "kvik serve: warning: %s; /v1/chat/completions answers 400\n", err.msg);
+    }
+    free(text);
+}
+
+static bool load_model(struct server *s) {
+    struct kvik_err err = {0};
+    fprintf(stderr, "kvik serve: loading %s\n", s->cfg.model_path);
+    if (model_load(s->cfg.model_path, &s->model, &err) || tokenizer_load(s->model->file, &s->tok, &err)) {
+        fprintf(stderr, "kvik serve: %s\n", err.msg);
+        return false;
+    }
+    load_chat_template(s);
+    s->chat_strip_space = vocab_strips_space(s->tok);
+    int32_t nv = tokenizer_n_vocab(s->tok);
+    if (!(s->eog = malloc(sizeof *s->eog * (size_t)(nv > 0 ? nv : 1)))) return false;
+    for (int32_t id = 0; id < nv; id++)
+        if (tokenizer_is_eog(s->tok, id)) s->eog[s->n_eog++] = id;
+
+    struct engine_config ec = engine_config_default();
+    s->n_ctx = s->cfg.n_ctx ? s->cfg.n_ctx : (s->model->hp.n_ctx_train < 8192 ? s->model->hp.n_ctx_train : 8192);
+    ec.n_ctx = s->n_ctx;
+    ec.n_threads = s->cfg.n_threads;
+    if (s->cfg.max_seqs) ec.max_seqs = s->cfg.max_seqs;
+    if (s->cfg.max_batch_tokens) ec.max_batch_tokens = s->cfg.max_batch_tokens;
+    if (s->cfg.max_queue) ec.max_queue = s->cfg.max_queue;
+    ec.kv_type = s->cfg.kv_type;
+    ec.kv_mem_mib = s->cfg.kv_mem_mib;
+    if (s->cfg.ctx_total) { /* the pool in blocks: ctx_total tokens, rounded up */
+        int bt = ec.block_tokens > 0 ? ec.block_tokens : 16;
+        ec.kv_blocks = (s->cfg.ctx_total + bt - 1) / bt;
+    }
+    ec.eog = s->eog;
+    ec.n_eog = s->n_eog;
+    if (!(s->engine = engine_new(s->model, &ec, &err))) {
+        fprintf(stderr, "kvik serve: %s\n", err.code ? err.msg : "cannot start the engine");
+        return false;
+    }
+    struct engine_stats st;
+    engine_stats(s->engine, &st);
+    s->pool_tokens = st.kv_blocks_total * (ec.block_tokens > 0 ? ec.block_tokens : 16);
+    return true;
+}
+
+static void model_name(struct server *s) {
+    if (s->cfg.model_name) {
+        snprintf(s->name, sizeof s->name, "%s", s->cfg.model_name);
+        return;
+    }
+    const char *base = strrchr(s->cfg.model_path, '/');
+    base = base ? base + 1 : s->cfg.model_path;
+    snprintf(s->name, sizeof s->name, "%s", base);
+    size_t n = strlen(s->name);
+    if (n > 5 && !strcmp(s->name + n - 5, ".gguf")) s->name[n - 5] = 0;
+}
+
+static void server_free(struct server *s) {
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    engine_free(s->engine);
+    free(s->eog);
+    chat_format_free(&s->fmt);
+    tokenizer_free(s->tok);
+    model_free(s->model);
+    free(s);
+}
+
+int server_run(const struct server_config *cfg) {
+    struct server *s = calloc(1, sizeof *s);
+    if (!s) return 1;
+    s->cfg = *cfg;
+    s->created = (int64_t)time(NULL);
+    model_name(s);
+    atomic_store(&s->state, SRV_LOADING);
+
+    /* SIGINT/SIGTERM are taken by sigwait below; every thread started from
+     * here inherits the mask. A write to a closed socket is an error, not
+     * a signal. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (!start_http(s) || !load_model(s)) {
+        server_free(s);
+        return 1;
+    }
+    atomic_store(&s->state, SRV_READY);
+    fprintf(stderr, "kvik serve: ready: model '%s', context %d tokens%s\n", s->name, s->n_ctx,
+            s->cfg.api_key ? ", API key required" : "");
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    fprintf(stderr, "kvik serve: %s: draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            s->cfg.drain_timeout_s);
+    atomic_store(&s->state, SRV_DRAINING);
+    MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    engine_drain(s->engine, clock_ns() + (int64_t)(s->cfg.drain_timeout_s * 1e9));
+    /* let the connections write their last chunks (bounded) */
+    for (int i = 0; i < 200 && atomic_load(&s->inflight) > 0; i++) usleep(10000);
+    server_free(s);
+    fprintf(stderr, "kvik serve: stopped\n");
+    return 0;
+}

@@ -1,0 +1,382 @@
+/*
+ * response.c — JSON bodies and SSE chunks in OpenAI's shapes (see response.h).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "server/response.h"
+
+/* Reals print with 9 significant digits: every float round-trips. */
+#define RESP_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
+
+void sbuf_add(struct sbuf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 1024) + n + 1;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->failed = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void sbuf_free(struct sbuf *b) {
+    free(b->p);
+    *b = (struct sbuf){0};
+}
+
+static uint64_t splitmix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+void resp_ctx_init(struct resp_ctx *rc, enum api_route route, const char *model) {
+    static _Atomic uint64_t serial;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t a = splitmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ atomic_fetch_add(&serial, 1));
+    uint64_t b = splitmix(a ^ (uint64_t)clock_ns());
+    snprintf(rc->id, sizeof rc->id, "%s%016llx%08llx", route == API_ROUTE_CHAT ? "chatcmpl-" : "cmpl-",
+             (unsigned long long)a, (unsigned long long)(b >> 32));
+    rc->route = route;
+    rc->created = (int64_t)ts.tv_sec;
+    rc->model = model;
+}
+
+const char *resp_finish_reason(enum engine_finish f) {
+    switch (f) {
+    case ENGINE_FINISH_STOP: return "stop";
+    case ENGINE_FINISH_LENGTH: return "length";
+    case ENGINE_FINISH_CANCELLED: return "cancelled";
+    case ENGINE_FINISH_ERROR: return "error";
+    default: return NULL;
+    }
+}
+
+/* A JSON string of bytes that may not be valid UTF-8 (a token's piece). */
+static json_t *str_lossy(const char *s, size_t n) {
+    size_t len;
+    char *clean = api_utf8_sanitize(s, n, &len);
+    if (!clean) return json_null();
+    json_t *v = json_stringn(clean, len);
+    free(clean);
+    return v ? v : json_null();
+}
+
+/* logprobs as OpenAI prints them: finite, -9999 for -inf */
+static json_t *lp_json(float lp) { return json_real(isfinite(lp) ? (double)lp : -9999.0); }
+
+static json_t *bytes_json(const char *s, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer((uint8_t)s[i]));
+    return a;
+}
+
+/* {"token","logprob","bytes"} of one id (chat shape). */
+static json_t *chat_tok(const struct tokenizer *tok, int32_t id, float lp, char *buf, size_t cap) {
+    size_t n = job_token_bytes(tok, id, buf, cap);
+    if (n > cap) n = cap;
+    json_t *o = json_object();
+    json_object_set_new(o, "token", str_lossy(buf, n));
+    json_object_set_new(o, "logprob", lp_json(lp));
+    json_object_set_new(o, "bytes", bytes_json(buf, n));
+    return o;
+}
+
+/* Logprobs of toks[0..n) in the route's shape. */
+static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *tok,
+                             const struct job_token *toks, int n) {
+    char buf[512];
+    int top = rc->top_logprobs;
+    if (rc->route == API_ROUTE_CHAT) {
+        json_t *content = json_array();
+        for (int i = 0; i < n; i++) {
+            const struct job_token *t = &toks[i];
+            json_t *o = chat_tok(tok, t->id, t->logprob, buf, sizeof buf);
+            json_t *alts = json_array();
+            for (int k = 0; k < t->n_top && k < top; k++)
+                json_array_append_new(alts, chat_tok(tok, t->top_ids[k], t->top_logprobs[k], buf, sizeof buf));
+            json_object_set_new(o, "top_logprobs", alts);
+            json_array_append_new(content, o);
+        }
+        json_t *lp = json_object();
+        json_object_set_new(lp, "content", content);
+        json_object_set_new(lp, "refusal", json_null());
+        return lp;
+    }
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = 0; i < n; i++) {
+        const struct job_token *t = &toks[i];
+        size_t len = job_token_bytes(tok, t->id, buf, sizeof buf);
+        json_array_append_new(tokens, str_lossy(buf, len < sizeof buf ? len : sizeof buf));
+        json_array_append_new(lps, lp_json(t->logprob));
+        json_t *alts = json_object();
+        for (int k = 0; k < t->n_top && k < top; k++) {
+            size_t m = job_token_bytes(tok, t->top_ids[k], buf, sizeof buf - 1);
+            if (m > sizeof buf - 1) m = sizeof buf - 1;
+            size_t clen;
+            char *key = api_utf8_sanitize(buf, m, &clen);
+            if (key && !memchr(key, 0, clen) && !json_object_get(alts, key))
+                json_object_set_new(alts, key, lp_json(t->top_logprobs[k]));
+            free(key);
+        }
+        json_array_append_new(tops, alts);
+        json_array_append_new(offs, json_integer((json_int_t)(t->start + rc->echo_len)));
+    }
+    json_t *lp = json_object();
+    json_object_set_new(lp, "tokens", tokens);
+    json_object_set_new(lp, "token_logprobs", lps);
+    json_object_set_new(lp, "top_logprobs", tops);
+    json_object_set_new(lp, "text_offset", offs);
+    return lp;
+}
+
+/* Prompt and generated tokens of a job (under its lock). */
+static void job_usage(const struct resp_ctx *rc, const struct job *j, int64_t *prompt, int64_t *gen) {
+    *gen = 0;
+    for (int c = 0; c < j->n; c++) *gen += j->ch[c].n_generated;
+    *prompt = j->n_prompt > 0 ? j->n_prompt : rc->n_prompt;
+}
+
+static json_t *usage_json(int64_t prompt, int64_t gen) {
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(prompt));
+    json_object_set_new(u, "completion_tokens", json_integer(gen));
+    json_object_set_new(u, "total_tokens", json_integer(prompt + gen));
+    return u;
+}
+
+static json_t *fingerprint(void) {
+    char fp[32];
+    snprintf(fp, sizeof fp, "kvik-%s", kvik_version());
+    return json_string(fp);
+}
+
+static json_t *envelope(const struct resp_ctx *rc, bool chunk) {
+    json_t *o = json_object();
+    bool chat = rc->route == API_ROUTE_CHAT;
+    json_object_set_new(o, "id", json_string(rc->id));
+    json_object_set_new(o, "object", json_string(chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                      : "text_completion"));
+    json_object_set_new(o, "created", json_integer(rc->created));
+    json_object_set_new(o, "model", json_string(rc->model));
+    json_object_set_new(o, "system_fingerprint", fingerprint());
+    return o;
+}
+
+static json_t *text_json(const char *s, size_t n) {
+    json_t *v = json_stringn(s ? s : "", n);
+    return v ? v : str_lossy(s, n);
+}
+
+char *resp_full(const struct resp_ctx *rc, struct job *j) {
+    json_t *root = envelope(rc, false), *choices = json_array();
+    for (int i = 0; i < j->n; i++) {
+        struct job_choice *c = &j->ch[i];
+        json_t *ch = json_object();
+        json_object_set_new(ch, "index", json_integer(i));
+        if (rc->route == API_ROUTE_CHAT) {
+            json_t *msg = json_object();
+            json_object_set_new(msg, "role", json_string("assistant"));
+            json_object_set_new(msg, "content", text_json(c->text, c->len));
+            json_object_set_new(msg, "refusal", json_null());
+            json_object_set_new(ch, "message", msg);
+        } else {
+            struct sbuf t = {0};
+            sbuf_add(&t, rc->echo ? rc->echo : "", rc->echo ? rc->echo_len : 0);
+            sbuf_add(&t, c->text ? c->text : "", c->len);
+            json_object_set_new(ch, "text", text_json(t.p, t.len));
+            sbuf_free(&t);
+        }
+        json_object_set_new(ch, "logprobs", j->logprobs ? logprobs_json(rc, j->tok, c->toks, c->toks_final) : json_null());
+        json_object_set_new(ch, "finish_reason", json_string(resp_finish_reason(c->finish)));
+        json_array_append_new(choices, ch);
+    }
+    json_object_set_new(root, "choices", choices);
+    int64_t prompt, gen;
+    job_usage(rc, j, &prompt, &gen);
+    json_object_set_new(root, "usage", usage_json(prompt, gen));
+    char *s = json_dumps(root, RESP_JSON_FLAGS);
+    json_decref(root);
+    return s;
+}
+
+static void emit(struct sbuf *out, json_t *root) {
+    char *s = json_dumps(root, RESP_JSON_FLAGS);
+    json_decref(root);
+    if (!s) {
+        out->failed = true;
+        return;
+    }
+    sbuf_add(out, "data: ", 6);
+    sbuf_add(out, s, strlen(s));
+    sbuf_add(out, "\n\n", 2);
+    free(s);
+}
+
+/* One chunk with one choice: text (NULL: none), logprobs of toks[0..n_toks)
+ * (toks NULL: none), finish reason (NULL: none). */
+static json_t *chunk_json(const struct resp_ctx *rc, const struct tokenizer *tok, int index,
+                          const char *text, size_t len, bool role, const struct job_token *toks,
+                          int n_toks, const char *finish) {
+    json_t *root = envelope(rc, true), *choices = json_array(), *ch = json_object();
+    json_object_set_new(ch, "index", json_integer(index));
+    if (rc->route == API_ROUTE_CHAT) {
+        json_t *delta = json_object();
+        if (role) json_object_set_new(delta, "role", json_string("assistant"));
+        if (text) json_object_set_new(delta, "content", text_json(text, len));
+        json_object_set_new(ch, "delta", delta);
+    } else {
+        json_object_set_new(ch, "text", text_json(text ? text : "", text ? len : 0));
+    }
+    json_object_set_new(ch, "logprobs", toks ? logprobs_json(rc, tok, toks, n_toks) : json_null());
+    json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
+    json_array_append_new(choices, ch);
+    json_object_set_new(root, "choices", choices);
+    if (rc->include_usage) json_object_set_new(root, "usage", json_null());
+    return root;
+}
+
+bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step *st) {
+    memset(st, 0, sizeof *st);
+    st->tok = j->tok;
+    st->logprobs = j->logprobs;
+    if (!(st->d = calloc((size_t)j->n, sizeof *st->d))) {
+        st->failed = true;
+        return true;
+    }
+    bool all_sent = true;
+    for (int i = 0; i < j->n; i++) {
+        struct job_choice *c = &j->ch[i];
+        if (c->finish_sent) continue;
+        struct resp_delta *d = &st->d[st->n];
+        d->index = i;
+        d->first = !c->started;
+        c->started = true;
+        /* tokens whose bytes are all safe to send (all of them once done) */
+        int to = c->toks_sent;
+        if (j->logprobs) {
+            int limit = c->done ? c->toks_final : c->n_toks;
+            while (to < limit && (c->done || c->toks[to].end <= c->safe)) to++;
+        }
+        if (c->safe > c->sent) {
+            d->len = c->safe - c->sent;
+            if (!(d->text = malloc(d->len))) st->failed = true;
+            else memcpy(d->text, c->text + c->sent, d->len);
+            c->sent = c->safe;
+        }
+        if (to > c->toks_sent) {
+            d->n_toks = to - c->toks_sent;
+            if (!(d->toks = malloc((size_t)d->n_toks * sizeof *d->toks))) st->failed = true;
+            else memcpy(d->toks, c->toks + c->toks_sent, (size_t)d->n_toks * sizeof *d->toks);
+            c->toks_sent = to;
+        }
+        if (c->done) {
+            d->finish = true;
+            d->reason = c->finish;
+            memcpy(d->error, c->error, sizeof d->error);
+            c->finish_sent = true;
+        } else {
+            all_sent = false;
+        }
+        if (d->first || d->len || d->n_toks || d->finish) st->n++;
+        else free(d->text), free(d->toks), memset(d, 0, sizeof *d);
+    }
+    if (all_sent) {
+        st->complete = true;
+        job_usage(rc, j, &st->prompt_tokens, &st->completion_tokens);
+    }
+    return st->n > 0 || st->complete || st->failed;
+}
+
+void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, struct sbuf *out) {
+    if (st->failed) {
+        out->failed = true;
+        return;
+    }
+    for (int k = 0; k < st->n; k++) {
+        const struct resp_delta *d = &st->d[k];
+        if (d->first) {
+            if (rc->route == API_ROUTE_CHAT)
+                emit(out, chunk_json(rc, st->tok, d->index, "", 0, true, NULL, 0, NULL));
+            else if (rc->echo && rc->echo_len)
+                emit(out, chunk_json(rc, st->tok, d->index, rc->echo, rc->echo_len, false, NULL, 0, NULL));
+        }
+        if (d->len || d->n_toks)
+            emit(out, chunk_json(rc, st->tok, d->index, d->text ? d->text : "", d->len, false,
+                                 st->logprobs && d->n_toks ? d->toks : NULL, d->n_toks, NULL));
+        if (d->finish) {
+            if (d->reason == ENGINE_FINISH_ERROR) {
+                struct api_error e;
+                api_fail(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", d->error);
+                char *s = api_error_json(&e);
+                if (s) {
+                    sbuf_add(out, "data: ", 6);
+                    sbuf_add(out, s, strlen(s));
+                    sbuf_add(out, "\n\n", 2);
+                    free(s);
+                }
+            }
+            emit(out, chunk_json(rc, st->tok, d->index, rc->route == API_ROUTE_CHAT ? NULL : "", 0, false,
+                                 NULL, 0, resp_finish_reason(d->reason)));
+        }
+    }
+    if (!st->complete) return;
+    if (rc->include_usage) {
+        json_t *root = envelope(rc, true);
+        json_object_set_new(root, "choices", json_array());
+        json_object_set_new(root, "usage", usage_json(st->prompt_tokens, st->completion_tokens));
+        emit(out, root);
+    }
+    sbuf_add(out, "data: [DONE]\n\n", 14);
+}
+
+void resp_step_free(struct resp_step *st) {
+    for (int k = 0; k < st->n && st->d; k++) {
+        free(st->d[k].text);
+        free(st->d[k].toks);
+    }
+    free(st->d);
+    memset(st, 0, sizeof *st);
+}
+
+bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out) {
+    struct resp_step st;
+    resp_stream_take(rc, j, &st);
+    resp_stream_render(rc, &st, out);
+    bool complete = st.complete;
+    resp_step_free(&st);
+    return complete;
+}
+
+char *resp_models(const char *name, int64_t created, int n_ctx, bool list) {
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(created));
+    json_object_set_new(m, "owned_by", json_string("kvik"));
+    json_object_set_new(m, "max_model_len", json_integer(n_ctx));
+    json_t *root = m;
+    if (list) {
+        root = json_object();
+        json_object_set_new(root, "object", json_string("list"));
+        json_t *data = json_array();
+        json_array_append_new(data, m);
+        json_object_set_new(root, "data", data);
+    }
+    char *s = json_dumps(root, RESP_JSON_FLAGS);
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,95 @@
+/*
+ * response.h — OpenAI response bodies and SSE chunks for a job.
+ *
+ * Shapes (docs/server.md has examples):
+ *   chat, whole     {"id":"chatcmpl-..","object":"chat.completion","created":T,"model":M,
+ *                    "system_fingerprint":F,"choices":[{"index":i,"message":{"role":
+ *                    "assistant","content":TEXT,"refusal":null},"logprobs":null|{"content":
+ *                    [..],"refusal":null},"finish_reason":"stop"|"length"}],"usage":{..}}
+ *   chat, chunk     "object":"chat.completion.chunk", choices[i].delta: first
+ *                    {"role":"assistant","content":""}, then {"content":PIECE}, last {}
+ *                    with finish_reason; with include_usage every chunk has "usage":null
+ *                    and a last chunk has "choices":[] and the usage
+ *   completions     "object":"text_completion", choices[i] {"text","index","logprobs",
+ *                    "finish_reason"}; logprobs {"tokens","token_logprobs",
+ *                    "top_logprobs","text_offset"}
+ * Stream events are "data: JSON\n\n", and the stream ends with "data: [DONE]\n\n".
+ */
+#ifndef KVIK_SERVER_RESPONSE_H
+#define KVIK_SERVER_RESPONSE_H
+
+#include "server/job.h"
+#include "server/request.h"
+
+/* A growable byte buffer. */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool failed; /* an append ran out of memory */
+};
+void sbuf_add(struct sbuf *b, const char *s, size_t n);
+void sbuf_free(struct sbuf *b);
+
+/* What every body of one response shares. */
+struct resp_ctx {
+    enum api_route route;
+    char id[48];          /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;      /* Unix seconds */
+    const char *model;    /* the served model name */
+    bool include_usage;
+    int top_logprobs;     /* alternatives per token (logprobs on: job->logprobs) */
+    const char *echo;     /* completions echo: the prompt text; NULL: none */
+    size_t echo_len;
+    int n_prompt;         /* prompt tokens (usage) */
+};
+
+/* Fills id (with a fresh random suffix) and created. */
+void resp_ctx_init(struct resp_ctx *rc, enum api_route route, const char *model);
+
+/* "stop", "length", "cancelled", "error". */
+const char *resp_finish_reason(enum engine_finish f);
+
+/* The whole (non-streaming) response of a finished job, under j->mu; NULL
+ * if out of memory. */
+char *resp_full(const struct resp_ctx *rc, struct job *j);
+
+/* Streaming in two halves, so the job's lock (which the engine thread
+ * takes for every token) is held only while copying:
+ * resp_stream_take, under j->mu, moves what is new since the last call into
+ * st (true when there is anything to send, or the stream is complete);
+ * resp_stream_render, without the lock, appends its SSE events to out,
+ * ending with data: [DONE] when st->complete. */
+struct resp_delta {             /* one choice's news */
+    int index;
+    bool first;                 /* its first chunk (chat: the role; completions: echo) */
+    char *text;                 /* [len] new text, malloc'd */
+    size_t len;
+    struct job_token *toks;     /* [n_toks] newly reported tokens, malloc'd */
+    int n_toks;
+    bool finish;
+    enum engine_finish reason;
+    char error[160];
+};
+
+struct resp_step {
+    const struct tokenizer *tok;
+    bool logprobs;
+    struct resp_delta *d;       /* [n] */
+    int n;
+    bool complete;              /* every choice has sent its finish: usage, [DONE] */
+    bool failed;                /* out of memory */
+    int64_t prompt_tokens, completion_tokens;
+};
+
+bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step *st);
+void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, struct sbuf *out);
+void resp_step_free(struct resp_step *st);
+
+/* Both at once, under j->mu (tests); true when the stream is complete. */
+bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out);
+
+/* {"object":"list","data":[{"id":NAME,"object":"model","created":T,"owned_by":"kvik",
+ * "max_model_len":CTX}]} or, one (list false), the model object alone. */
+char *resp_models(const char *name, int64_t created, int n_ctx, bool list);
+
+#endif /* KVIK_SERVER_RESPONSE_H */

@@ -1,0 +1,49 @@
+/*
+ * server.h — `kvik serve`: the OpenAI-compatible HTTP server.
+ *
+ * HTTP is GNU libmicrohttpd, one thread per connection: a connection's
+ * thread reads and validates the body (request.c), renders the chat
+ * template and tokenizes, submits to the engine and then waits on the
+ * request's job (job.c) for text, writing SSE chunks or one JSON body
+ * (response.c). A client that goes away is noticed while waiting (the
+ * socket reads end-of-stream), by a failed write, or when libmicrohttpd
+ * frees the streaming response early; the request is then cancelled in
+ * the engine, which frees its KV blocks within a step.
+ *
+ * The server listens before the model is loaded: /health answers 503
+ * {"status":"loading"} until the engine is up, 200 {"status":"ok"} after.
+ * SIGINT or SIGTERM drains: the listening socket closes, new requests on
+ * open connections get 503, running ones finish (until drain_timeout_s,
+ * then they are cancelled), and server_run returns 0.
+ */
+#ifndef KVIK_SERVER_H
+#define KVIK_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct server_config {
+    const char *model_path;
+    const char *model_name;  /* NULL: the file name without .gguf */
+    const char *host;        /* "127.0.0.1" */
+    int port;                /* 8080; 0: any free port (printed) */
+    const char *api_key;     /* NULL: no authentication */
+    const char *chat_template; /* NULL: the model's */
+    int n_threads;
+    int n_ctx;               /* 0: the model's, at most 8192 */
+    int64_t kv_mem_mib;      /* 0: see ctx_total */
+    int64_t ctx_total;       /* KV pool in tokens (0: the engine's default) */
+    int kv_type;             /* TENSOR_TYPE_F16, _Q8_0 or _F32 */
+    int max_seqs, max_batch_tokens, max_queue; /* 0: the engine's defaults */
+    size_t max_body;         /* request body limit in bytes */
+    double drain_timeout_s;  /* how long running requests may finish on shutdown */
+    int max_connections;     /* concurrent HTTP connections */
+};
+
+struct server_config server_config_default(void);
+
+/* Runs until SIGINT/SIGTERM; the process exit status (0 after a clean
+ * drain, 1 if the server could not start). Errors are one line on stderr. */
+int server_run(const struct server_config *cfg);
+
+#endif /* KVIK_SERVER_H */
