@@ -300,7 +300,7 @@ TEST(server_request_error_json_shape) {
     api_fail(&e, 400, "invalid_request_error", NULL, NULL, "%s", big);
     size_t n = strlen(e.message);
     for (size_t i = 0; i < n;) {
-        size_t q = api_utf8_seq((const uint8_t *)e.message + i, n - i);
+        size_t q = utf8_valid_seq((const uint8_t *)e.message + i, n - i);
         REQUIRE(q > 0);
         i += q;
     }

@@ -32,6 +32,13 @@ kvik_status err_set(struct kvik_err *err, kvik_status code, const char *fmt, ...
 /* Copies err's message into a caller buffer (public-API helper). */
 void err_copy_out(const struct kvik_err *err, char *buf, size_t len);
 
+/* ---- UTF-8 ------------------------------------------------------------ */
+
+/* Length (1-4) of the well-formed UTF-8 sequence at p (n bytes left): no
+ * overlong forms, surrogates or code points above U+10FFFF; 0 if there is
+ * none there (or n is 0). */
+size_t utf8_valid_seq(const uint8_t *p, size_t n);
+
 /* ---- logging --------------------------------------------------------- */
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };

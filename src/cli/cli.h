@@ -48,8 +48,6 @@ bool cli_model_exists(const char *path, const char *arg, const char *cmd);
  * with errno set on failure. */
 char *cli_read_file(const char *path, size_t *len);
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-size_t cli_utf8_seq(const uint8_t *p, size_t n);
 
 /* A JSON string literal of s[0..len): escaped, invalid UTF-8 as U+FFFD. */
 void cli_json_str(FILE *f, const char *s, uint64_t len);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/base.h"
 #include "cli/cli.h"
 
 bool cli_parse_long(const char *s, long lo, long hi, long *out) {
@@ -76,31 +77,11 @@ char *cli_read_file(const char *path, size_t *len) {
     return buf;
 }
 
-size_t cli_utf8_seq(const uint8_t *p, size_t n) {
-    uint8_t c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 void cli_json_str(FILE *f, const char *s, uint64_t len) {
     const uint8_t *p = (const uint8_t *)s;
     fputc('"', f);
     for (uint64_t i = 0; i < len;) {
-        size_t k = cli_utf8_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
+        size_t k = utf8_valid_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
         uint8_t c = p[i];
         if (k == 0) fputs("\\ufffd", f);
         else if (c == '"') fputs("\\\"", f);

@@ -47,7 +47,7 @@ static void text_str(FILE *f, const char *s, uint64_t len, size_t max_chars) {
     uint64_t i = 0;
     fputc('"', f);
     while (i < len && chars < max_chars) {
-        size_t k = cli_utf8_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
+        size_t k = utf8_valid_seq(p + i, len - i > 4 ? 4 : (size_t)(len - i));
         uint8_t c = p[i];
         if (k == 1 && c == '"') fputs("\\\"", f);
         else if (k == 1 && c == '\\') fputs("\\\\", f);

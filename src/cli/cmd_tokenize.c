@@ -64,7 +64,7 @@ static void print_piece(FILE *f, const char *p, size_t n) {
     const uint8_t *s = (const uint8_t *)p;
     fputc('\'', f);
     for (size_t i = 0; i < n;) {
-        size_t k = cli_utf8_seq(s + i, n - i > 4 ? 4 : n - i);
+        size_t k = utf8_valid_seq(s + i, n - i > 4 ? 4 : n - i);
         uint8_t c = s[i];
         if (k == 1 && c == '\n') fputs("\\n", f);
         else if (k == 1 && c == '\t') fputs("\\t", f);

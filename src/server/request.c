@@ -30,7 +30,7 @@ bool api_fail(struct api_error *e, int status, const char *type, const char *cod
     /* a message cut inside a UTF-8 sequence (a quoted value) must stay valid */
     size_t n = strlen(e->message), i = 0;
     while (i < n) {
-        size_t k = api_utf8_seq((const uint8_t *)e->message + i, n - i);
+        size_t k = utf8_valid_seq((const uint8_t *)e->message + i, n - i);
         if (!k) {
             e->message[i] = 0;
             break;
@@ -55,27 +55,6 @@ char *api_error_json(const struct api_error *e) {
 
 /* ---- UTF-8 --------------------------------------------------------------- */
 
-size_t api_utf8_seq(const uint8_t *p, size_t n) {
-    if (n == 0) return 0;
-    uint8_t c = p[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 char *api_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     /* each invalid byte becomes 3 bytes at most */
     if (n > (SIZE_MAX - 1) / 3) return NULL;
@@ -83,7 +62,7 @@ char *api_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     if (!out) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = api_utf8_seq((const uint8_t *)s + i, n - i);
+        size_t k = utf8_valid_seq((const uint8_t *)s + i, n - i);
         if (k) {
             memcpy(out + o, s + i, k);
             o += k;

@@ -129,8 +129,6 @@ bool api_parse_detokenize(const char *body, size_t len, size_t max_body,
                           struct api_detokenize *d, struct api_error *e);
 void api_detokenize_free(struct api_detokenize *d);
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */
-size_t api_utf8_seq(const uint8_t *p, size_t n);
 /* s[0..n) with every invalid byte sequence as U+FFFD, NUL-terminated,
  * malloc'd, length in *out_len; NULL if out of memory. */
 char *api_utf8_sanitize(const char *s, size_t n, size_t *out_len);

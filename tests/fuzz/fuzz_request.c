@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *s = api_utf8_sanitize(body, size, &n);
     if (s) {
         for (size_t i = 0; i < n;) {
-            size_t k = api_utf8_seq((const uint8_t *)s + i, n - i);
+            size_t k = utf8_valid_seq((const uint8_t *)s + i, n - i);
             if (!k) __builtin_trap();
             i += k;
         }
