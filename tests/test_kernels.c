@@ -18,6 +18,7 @@
  * of K-quant terms into a scale part and a min part of similar magnitude.
  */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "tensor/fill.h"
@@ -221,6 +222,45 @@ TEST(vec_dot_q4_1_extremes) {
         k->vec_dot[TENSOR_TYPE_Q4_1](4 * QK, &got, w, a);
         CHECK_MSG(got == (float)expect, "%s: %g != %lld", k->name, got, (long long)expect);
     }
+}
+
+/* Every table's activation quantizers against the scalar reference, byte for
+ * byte (a kernel's bits depend on them): random rows with an outlier, and
+ * blocks made to hit roundf's ties (d = 1: x = k + 0.5), values just below a
+ * tie, zeros, signed zeros, subnormals (1 / d overflows), inf and NaN. */
+TEST(activation_quantizers_equal_reference) {
+    enum { N = 12 * QK_K };
+    static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K};
+    uint64_t rng = 4242;
+    float *x = random_floats(N, &rng);
+    for (int i = 0; i < QK; i++) x[i] = (float)(i - 16) + 0.5f; /* ties; amax 15.5 */
+    x[QK] = 127.0f;                                            /* d = 1 exactly */
+    for (int i = 1; i < QK; i++) x[QK + i] = (i % 2 ? 1.0f : -1.0f) * ((float)(i * 4 % 127) + 0.5f);
+    for (int i = 0; i < QK; i++) x[2 * QK + i] = nextafterf((float)i + 0.5f, 0.0f); /* just below ties */
+    x[2 * QK] = 127.0f;
+    for (int i = 0; i < QK; i++) x[3 * QK + i] = (i & 1) ? -0.0f : 0.0f;
+    for (int i = 0; i < QK; i++) x[4 * QK + i] = (float)(i - 15) * 1e-44f; /* subnormal: d/id extremes */
+    x[5 * QK + 3] = INFINITY;
+    x[6 * QK + 7] = -INFINITY;
+    x[7 * QK + 5] = NAN;
+    x[8 * QK + 31] = NAN, x[8 * QK] = 3.0e38f;
+    for (int i = 0; i < QK; i++) x[9 * QK + i] = -2.0e38f + (float)i * 1.0e37f;
+    const struct tensor_kernels *ref = tensor_kernels_get(TENSOR_ISA_SCALAR);
+    for (int isa = 1; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+            size_t bytes = tensor_row_size(types[i], N);
+            uint8_t *a = mem_alloc_aligned(bytes), *b = mem_alloc_aligned(bytes);
+            memset(a, 0xAA, bytes), memset(b, 0x55, bytes);
+            ref->quantize[types[i]](x, a, N);
+            k->quantize[types[i]](x, b, N);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s %s quantizer differs from the reference", k->name,
+                      tensor_type_name(types[i]));
+            mem_free(a), mem_free(b);
+        }
+    }
+    mem_free(x);
 }
 
 /* ---- every kernel of a table against its vec_dot, bit for bit ---------- */
