@@ -713,11 +713,25 @@ static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
 static inline void q4_1_block_chain(__m512 acc[GROUP], const int32_t *c, const float *d, const float *m,
                                     const uint8_t *blk) {
     __m512 dy = _mm512_loadu_ps((const float *)(blk + 512)), sy = _mm512_loadu_ps((const float *)(blk + 576));
+#pragma GCC unroll 16
     for (int r = 0; r < GROUP; r++) {
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
                                  _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
         acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m[r]), sy, acc[r]);
     }
+}
+
+/* acc[r] lane t is the result of row r, token t: writes y[t * ys + r] for
+ * r < nr, t < nt, a token's nr results in one store. */
+static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t ys, int nr, int nt) {
+    _Alignas(64) float res[GROUP * GROUP];
+#pragma GCC unroll 16
+    for (int r = 0; r < GROUP; r++) _mm512_store_ps(res + GROUP * r, acc[r]);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(GROUP));
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < nt; t++)
+        _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
 }
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, two blocks
@@ -751,6 +765,7 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
         if (nt != configured) configure(configured = nt);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
         __m512 acc[GROUP];
+#pragma GCC unroll 16
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
@@ -778,11 +793,7 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
             TILE_STORE(0, c0, 64);
             q4_1_block_chain(acc, c0, (const float *)(p0 + GROUP * 32), (const float *)(p0 + GROUP * 32) + GROUP, t0b);
         }
-        for (int r = 0; r < nr; r++) {
-            _Alignas(64) float res[GROUP];
-            _mm512_store_ps(res, acc[r]);
-            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
-        }
+        store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
     }
     return true;
 }
