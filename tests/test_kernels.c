@@ -18,6 +18,7 @@
  * of K-quant terms into a scale part and a min part of similar magnitude.
  */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "tensor/fill.h"
@@ -195,6 +196,155 @@ TEST(vec_dot_signed_extremes) {
         float got;
         k->vec_dot[TENSOR_TYPE_Q8_0](4 * QK, &got, w, a);
         CHECK_MSG(got == (float)expect, "%s: %g != %lld", k->name, got, (long long)expect);
+    }
+}
+
+TEST(vec_dot_q4_1_extremes) {
+    /* Q4_1 nibbles of 15 (unsigned in the AMX products) against activations
+     * at ±127, d = 1, m = 0: every table must give the exact integer. */
+    block_q4_1 w[4];
+    block_q8_1 a[4];
+    for (int b = 0; b < 4; b++) {
+        w[b].d = fp32_to_fp16(1.0f);
+        w[b].m = fp32_to_fp16(0.0f);
+        memset(w[b].qs, 0xFF, sizeof w[b].qs);
+        a[b].d = fp32_to_fp16(1.0f);
+        a[b].s = fp32_to_fp16(0.0f); /* m = 0: the min term vanishes whatever s is */
+        for (int i = 0; i < QK; i++) a[b].qs[i] = (int8_t)((i + b) % 5 ? 127 : -127);
+    }
+    int64_t expect = 0;
+    for (int b = 0; b < 4; b++)
+        for (int i = 0; i < QK; i++) expect += 15 * (int64_t)a[b].qs[i];
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        float got;
+        k->vec_dot[TENSOR_TYPE_Q4_1](4 * QK, &got, w, a);
+        CHECK_MSG(got == (float)expect, "%s: %g != %lld", k->name, got, (long long)expect);
+    }
+}
+
+/* Every table's activation quantizers against the scalar reference, byte for
+ * byte (a kernel's bits depend on them): random rows with an outlier, and
+ * blocks made to hit roundf's ties (d = 1: x = k + 0.5), values just below a
+ * tie, zeros, signed zeros, subnormals (1 / d overflows), inf and NaN. */
+TEST(activation_quantizers_equal_reference) {
+    enum { N = 12 * QK_K };
+    static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K};
+    uint64_t rng = 4242;
+    float *x = random_floats(N, &rng);
+    for (int i = 0; i < QK; i++) x[i] = (float)(i - 16) + 0.5f; /* ties; amax 15.5 */
+    x[QK] = 127.0f;                                            /* d = 1 exactly */
+    for (int i = 1; i < QK; i++) x[QK + i] = (i % 2 ? 1.0f : -1.0f) * ((float)(i * 4 % 127) + 0.5f);
+    for (int i = 0; i < QK; i++) x[2 * QK + i] = nextafterf((float)i + 0.5f, 0.0f); /* just below ties */
+    x[2 * QK] = 127.0f;
+    for (int i = 0; i < QK; i++) x[3 * QK + i] = (i & 1) ? -0.0f : 0.0f;
+    for (int i = 0; i < QK; i++) x[4 * QK + i] = (float)(i - 15) * 1e-44f; /* subnormal: d/id extremes */
+    x[5 * QK + 3] = INFINITY;
+    x[6 * QK + 7] = -INFINITY;
+    x[7 * QK + 5] = NAN;
+    x[8 * QK + 31] = NAN, x[8 * QK] = 3.0e38f;
+    for (int i = 0; i < QK; i++) x[9 * QK + i] = -2.0e38f + (float)i * 1.0e37f;
+    const struct tensor_kernels *ref = tensor_kernels_get(TENSOR_ISA_SCALAR);
+    for (int isa = 1; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+            size_t bytes = tensor_row_size(types[i], N);
+            uint8_t *a = mem_alloc_aligned(bytes), *b = mem_alloc_aligned(bytes);
+            memset(a, 0xAA, bytes), memset(b, 0x55, bytes);
+            ref->quantize[types[i]](x, a, N);
+            k->quantize[types[i]](x, b, N);
+            CHECK_MSG(memcmp(a, b, bytes) == 0, "%s %s quantizer differs from the reference", k->name,
+                      tensor_type_name(types[i]));
+            mem_free(a), mem_free(b);
+        }
+    }
+    mem_free(x);
+}
+
+/* ---- every kernel of a table against its vec_dot, bit for bit ---------- */
+
+enum { CROSS_ROWS = 19, CROSS_TOKS = 21 }; /* a whole row group / token tile and a partial one */
+
+static bool same_bits(const struct tensor_kernels *k, const char *form, int type, int64_t n, int64_t r, int64_t t,
+                      float got, float ref) {
+    if (f32_to_bits(got) == f32_to_bits(ref)) return true;
+    test_fail(__FILE__, __LINE__, "%s %s %s n=%lld row %lld tok %lld: %.9g != vec_dot %.9g", k->name, form,
+              tensor_type_name(type), (long long)n, (long long)r, (long long)t, got, ref);
+    return false;
+}
+
+/* The two-row, tile and whole-product (rows_product) forms of one table
+ * on CROSS_ROWS weight rows x CROSS_TOKS activation rows, each element
+ * against the table's single-row vec_dot on the same two rows. */
+static void check_table_forms(const struct tensor_kernels *k, int type, int64_t n, uint64_t *rng) {
+    const struct type_traits *tt = tensor_type_traits(type);
+    int vt = tt->vec_dot_type;
+    size_t rb = tensor_row_size(type, n), ab = vt == TENSOR_TYPE_F32 ? (size_t)n * sizeof(float) : tensor_row_size(vt, n);
+    uint8_t *w = mem_alloc_aligned(rb * CROSS_ROWS), *a = mem_alloc_aligned(ab * CROSS_TOKS);
+    tensor_fill_random(type, w, CROSS_ROWS, n, rb, TENSOR_FILL_BITS, test_rand_u64(rng));
+    for (int t = 0; t < CROSS_TOKS; t++) {
+        float *xf = random_floats(n, rng);
+        void *row = make_activations(type, xf, n);
+        memcpy(a + (size_t)t * ab, row, ab);
+        mem_free(row), mem_free(xf);
+    }
+    float ref[CROSS_TOKS][CROSS_ROWS], got[CROSS_TOKS][CROSS_ROWS];
+    for (int t = 0; t < CROSS_TOKS; t++)
+        for (int r = 0; r < CROSS_ROWS; r++) k->vec_dot[type](n, &ref[t][r], w + (size_t)r * rb, a + (size_t)t * ab);
+    bool ok = true;
+    if (k->vec_dot_x2[type]) {
+        for (int r = 0; r + 1 < CROSS_ROWS && ok; r += 2)
+            for (int t = 0; t < CROSS_TOKS && ok; t++) {
+                float out[2];
+                k->vec_dot_x2[type](n, out, w + (size_t)r * rb, rb, a + (size_t)t * ab);
+                ok = same_bits(k, "x2", type, n, r, t, out[0], ref[t][r]) &&
+                     same_bits(k, "x2", type, n, r + 1, t, out[1], ref[t][r + 1]);
+            }
+    }
+    if (k->vec_dot_tile[type]) {
+        for (int r = 0; r + k->tile_rows <= CROSS_ROWS; r += k->tile_rows)
+            for (int t = 0; t + k->tile_cols <= CROSS_TOKS; t += k->tile_cols)
+                k->vec_dot_tile[type](n, &got[t][r], CROSS_ROWS, w + (size_t)r * rb, rb, a + (size_t)t * ab, ab);
+        int rows = CROSS_ROWS / k->tile_rows * k->tile_rows, cols = CROSS_TOKS / k->tile_cols * k->tile_cols;
+        for (int r = 0; r < rows && ok; r++)
+            for (int t = 0; t < cols && ok; t++) ok = same_bits(k, "tile", type, n, r, t, got[t][r], ref[t][r]);
+    }
+    if (k->rows_product[type] && vt != TENSOR_TYPE_F32) {
+        static const int64_t toks[] = {1, 2, 16, CROSS_TOKS};
+        struct tensor_matrix m = {.type = type, .rows = CROSS_ROWS, .cols = n, .row_bytes = rb, .data = w};
+        for (size_t i = 0; i < sizeof toks / sizeof *toks && ok; i++) {
+            int64_t nt = toks[i], g = k->rows_group;
+            uint8_t *packed = mem_alloc_aligned(k->packed_size[vt](n, nt) + 64);
+            for (int64_t tile = 0; tile < (nt + g - 1) / g; tile++) k->pack[vt](a, ab, n, tile, nt, packed);
+            for (int64_t r0 = 0; r0 < CROSS_ROWS; r0 += g) {
+                int64_t r1 = r0 + g < CROSS_ROWS ? r0 + g : CROSS_ROWS;
+                CHECK(k->rows_product[type](&m, r0, r1, a, ab, packed, nt, &got[0][0], CROSS_ROWS));
+            }
+            for (int64_t t = 0; t < nt && ok; t++)
+                for (int r = 0; r < CROSS_ROWS && ok; r++)
+                    ok = same_bits(k, nt == 1 ? "rows_product mat-vec" : "rows_product mat-mat", type, n, r, t,
+                                   got[t][r], ref[t][r]);
+            mem_free(packed);
+        }
+    }
+    mem_free(w), mem_free(a);
+}
+
+TEST(table_kernel_forms_equal_vec_dot_bit_for_bit) {
+    uint64_t rng = 0xC0FFEE;
+    static const int64_t blocks32[] = {1, 3, 8, 9, 18}, blocks256[] = {1, 2, 3}, floats[] = {17, 64, 100};
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (int ti = 0; ti < N_WEIGHT_TYPES; ti++) {
+            int type = k_weight_types[ti];
+            int64_t bs = tensor_type_traits(type)->block_size;
+            const int64_t *sz = bs == 1 ? floats : bs == QK ? blocks32 : blocks256;
+            int nsz = bs == QK ? 5 : 3;
+            for (int i = 0; i < nsz; i++) check_table_forms(k, type, (bs == 1 ? 1 : bs) * sz[i], &rng);
+        }
     }
 }
 

@@ -172,10 +172,12 @@ static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
  * tiles, see vec_dot_amx.c). */
 static size_t packed_room(int vt, int64_t cols, int64_t n_tok) {
     if (n_tok < 1) return 0;
-    if (n_tok == 1) /* mat-vec: a sum per block (Q8_0) or 8 x int16 per super-block (Q8_K) */
+    if (n_tok == 1) /* mat-vec: a sum per block (Q8_0) or 8 x int16 per super-block (Q8_K); nothing for Q8_1 */
         return vt == TENSOR_TYPE_Q8_0 ? (size_t)(cols / 32) * 4 : vt == TENSOR_TYPE_Q8_K ? (size_t)(cols / 256) * 16 : 0;
     size_t tiles = (size_t)((n_tok + 15) / 16);
     if (vt == TENSOR_TYPE_Q8_0) return tiles * (size_t)(cols / 32) * (512 + 64);
+    /* Q8_1: per block 512 quant bytes, 16 scales, 16 sums */
+    if (vt == TENSOR_TYPE_Q8_1) return tiles * (size_t)(cols / 32) * (512 + 64 + 64);
     /* Q8_K: per super-block 8 x 512 quant bytes, 16 scales, 8 x 16 sums */
     if (vt == TENSOR_TYPE_Q8_K) return tiles * (size_t)(cols / 256) * (8 * 512 + 64 + 8 * 64);
     return 0;

@@ -1,6 +1,6 @@
 /*
- * vec_dot_amx.c — Q4_0 and Q8_0 products on AMX tiles (Sapphire Rapids and
- * later), for mat-vec and mat-mat alike.
+ * vec_dot_amx.c — Q4_0, Q4_1, Q8_0 and Q4_K products on AMX tiles (Sapphire
+ * Rapids and later), for mat-vec and mat-mat alike.
  *
  * One tile product C += A B takes 16 weight rows x one 32-weight block (A,
  * 16 x 32 signed bytes) against up to 16 activation rows of the same block
@@ -598,6 +598,220 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
     return ok;
 }
 
+/* ---- Q4_1 ------------------------------------------------------------ *
+ *
+ * Q4_1 weights (q in 0..15, w = d q + m) against Q8_1 activations (scale
+ * d_y, and s_y = d_y * sum(y) as the format stores it, in f16). Per 32-value
+ * block the exact integer S_b = q . y, and per element the chain
+ *     y = fma((float)S_b, d * d_y, y);  y = fma(m, s_y, y)
+ * for b = 0, 1, ... in order. Mat-mat forms S_b on tiles (the unsigned
+ * nibbles as A against the signed activations as B); mat-vec streams each
+ * row with VNNI and runs sixteen rows' chains side by side; the single-row
+ * vec_dot sums the same integers one block at a time. All three give the
+ * same bits.
+ */
+
+/* Per block of a packed 16-token tile: 8 x 64 quant bytes (VNNI layout),
+ * 16 scales d_y, 16 sums s_y (floats). */
+enum { Q41_TILE_BYTES = 512 + 64 + 64 };
+
+static inline int32_t block_sum_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
+    return hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_nibbles(x->qs),
+                                          _mm256_loadu_si256((const __m256i *)y->qs)));
+}
+
+static void vec_dot_q4_1_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_1 *x = vx;
+    const block_q8_1 *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK; b++) {
+        acc = fmaf((float)block_sum_q4_1(&x[b], &y[b]), f16t(x[b].d) * f16t(y[b].d), acc);
+        acc = fmaf(f16t(x[b].m), f16t(y[b].s), acc);
+    }
+    *s = acc;
+}
+
+/* Token tile `tile` of Q8_1 rows in Q41_TILE_BYTES per block; tokens past
+ * n_tok are zeros. A mat-vec needs nothing packed (it reads the row). */
+static void pack_q8_1(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+    if (n_tok == 1) return;
+    int64_t nb = cols / QK;
+    uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q41_TILE_BYTES;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t *rows = (uint32_t *)(dst + (size_t)b * Q41_TILE_BYTES);
+        float *d = (float *)(rows + 128), *sy = d + GROUP;
+        for (int t = 0; t < GROUP; t++) {
+            int64_t tok = tile * GROUP + t;
+            if (tok >= n_tok) {
+                for (int k = 0; k < 8; k++) rows[k * 16 + t] = 0;
+                d[t] = sy[t] = 0.0f;
+                continue;
+            }
+            const block_q8_1 *y = (const block_q8_1 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
+            uint32_t w[8];
+            memcpy(w, y->qs, 32);
+            for (int k = 0; k < 8; k++) rows[k * 16 + t] = w[k];
+            d[t] = f16t(y->d);
+            sy[t] = f16t(y->s);
+        }
+    }
+}
+
+static size_t packed_size_q8_1(int64_t cols, int64_t n_tok) {
+    if (n_tok == 1) return 0;
+    return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_TILE_BYTES;
+}
+
+/* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
+ * Q8_1 row. Each row is streamed alone for its block sums, eight blocks per
+ * horizontal reduction; then the sixteen chains run in the lanes of one
+ * vector, d and m of each row's block fetched by one 32-bit gather. */
+static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
+    int64_t nb = w->cols / QK;
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * sizeof(int32_t));
+    if (!S) return false;
+    for (int r = 0; r < GROUP; r++) {
+        const block_q4_1 *x =
+            (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes);
+        int32_t *Sr = S + (size_t)r * (size_t)nb;
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            __m256i p[8];
+            for (int i = 0; i < 8; i++) {
+                _mm_prefetch((const char *)(x + b + i) + 4096, _MM_HINT_T0);
+                p[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_nibbles(x[b + i].qs),
+                                           _mm256_loadu_si256((const __m256i *)y[b + i].qs));
+            }
+            _mm256_storeu_si256((__m256i *)(Sr + b), hsum8_epi32(p));
+        }
+        for (; b < nb; b++) Sr[b] = block_sum_q4_1(&x[b], &y[b]);
+    }
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)nb));
+    const __m512i didx =
+        _mm512_mullo_epi32(_mm512_min_epi32(lane, _mm512_set1_epi32(nr - 1)), _mm512_set1_epi32((int)w->row_bytes));
+    const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        /* d (low half) and m (high half) of each row's block */
+        __m512i dm = _mm512_i32gather_epi32(didx, base + (size_t)b * sizeof(block_q4_1), 1);
+        __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+        __m512 m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_i32gather_epi32(idx, S + b, 4)),
+                              _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))), acc);
+        acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(y[b].s)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+    return true;
+}
+
+/* The float steps of one block for sixteen rows x the tile's tokens: the
+ * block sums c (16 x 16 int32, row-major), the rows' d and m, the tokens'
+ * d_y and s_y. */
+static inline void q4_1_block_chain(__m512 acc[GROUP], const int32_t *c, const float *d, const float *m,
+                                    const uint8_t *blk) {
+    __m512 dy = _mm512_loadu_ps((const float *)(blk + 512)), sy = _mm512_loadu_ps((const float *)(blk + 576));
+#pragma GCC unroll 16
+    for (int r = 0; r < GROUP; r++) {
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
+                                 _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m[r]), sy, acc[r]);
+    }
+}
+
+/* acc[r] lane t is the result of row r, token t: writes y[t * ys + r] for
+ * r < nr, t < nt, a token's nr results in one store. */
+static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t ys, int nr, int nt) {
+    _Alignas(64) float res[GROUP * GROUP];
+#pragma GCC unroll 16
+    for (int r = 0; r < GROUP; r++) _mm512_store_ps(res + GROUP * r, acc[r]);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(GROUP));
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < nt; t++)
+        _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
+}
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, two blocks
+ * in flight on the two sets of tiles. */
+static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                             float *y, int64_t ys) {
+    int64_t nb = w->cols / QK;
+    /* per block: 16 x 32 weight bytes, 16 d, 16 m */
+    const size_t per_b = GROUP * 32 + 2 * GROUP * sizeof(float);
+    uint8_t *panel = panel_get((size_t)nb * per_b);
+    if (!panel) return false;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *pb = panel + (size_t)b * per_b;
+        float *d = (float *)(pb + GROUP * 32), *m = d + GROUP;
+        for (int r = 0; r < GROUP; r++) {
+            if (r >= nr) {
+                memset(pb + 32 * r, 0, 32);
+                d[r] = m[r] = 0.0f;
+                continue;
+            }
+            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + b;
+            _mm256_storeu_si256((__m256i *)(pb + 32 * r), q4_nibbles(x->qs));
+            d[r] = f16t(x->d);
+            m[r] = f16t(x->m);
+        }
+    }
+    int configured = -1;
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        if (nt != configured) configure(configured = nt);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
+        __m512 acc[GROUP];
+#pragma GCC unroll 16
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            const uint8_t *p0 = panel + (size_t)b * per_b, *p1 = p0 + per_b;
+            const uint8_t *t0b = tile + (size_t)b * Q41_TILE_BYTES, *t1b = t0b + Q41_TILE_BYTES;
+            TILE_LOAD(1, p0, 32);
+            TILE_LOAD(2, t0b, 64);
+            TILE_ZERO(0);
+            TILE_DPBUSD(0, 1, 2);
+            TILE_LOAD(4, p1, 32);
+            TILE_LOAD(5, t1b, 64);
+            TILE_ZERO(3);
+            TILE_DPBUSD(3, 4, 5);
+            TILE_STORE(0, c0, 64);
+            q4_1_block_chain(acc, c0, (const float *)(p0 + GROUP * 32), (const float *)(p0 + GROUP * 32) + GROUP, t0b);
+            TILE_STORE(3, c1, 64);
+            q4_1_block_chain(acc, c1, (const float *)(p1 + GROUP * 32), (const float *)(p1 + GROUP * 32) + GROUP, t1b);
+        }
+        if (b < nb) {
+            const uint8_t *p0 = panel + (size_t)b * per_b, *t0b = tile + (size_t)b * Q41_TILE_BYTES;
+            TILE_LOAD(1, p0, 32);
+            TILE_LOAD(2, t0b, 64);
+            TILE_ZERO(0);
+            TILE_DPBUSD(0, 1, 2);
+            TILE_STORE(0, c0, 64);
+            q4_1_block_chain(acc, c0, (const float *)(p0 + GROUP * 32), (const float *)(p0 + GROUP * 32) + GROUP, t0b);
+        }
+        store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
+    }
+    return true;
+}
+
+static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int nr = (int)(r1 - r0);
+    if (n_tok == 1) {
+        float out[GROUP];
+        if (!rows_matvec_q4_1(w, r0, nr, xq, out)) return false;
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+        return true;
+    }
+    bool ok = rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
+    _tile_release();
+    return ok;
+}
+
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->name = "avx512-amx";
     k->isa = TENSOR_ISA_AMX;
@@ -611,6 +825,12 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->vec_dot_tile[TENSOR_TYPE_Q4_K] = NULL;
     k->rows_product[TENSOR_TYPE_Q4_K] = rows_product_q4_K;
     k->vec_dot[TENSOR_TYPE_Q4_K] = vec_dot_q4_K_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q4_1] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q4_1] = NULL;
+    k->rows_product[TENSOR_TYPE_Q4_1] = rows_product_q4_1;
+    k->vec_dot[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_amx;
+    k->pack[TENSOR_TYPE_Q8_1] = pack_q8_1;
+    k->packed_size[TENSOR_TYPE_Q8_1] = packed_size_q8_1;
     k->pack[TENSOR_TYPE_Q8_K] = pack_q8_K;
     k->packed_size[TENSOR_TYPE_Q8_K] = packed_size_q8_K;
     k->vec_dot[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_amx;
