@@ -267,7 +267,7 @@ kvik_status vocab_import_tiktoken_mem(const uint8_t *data, size_t size, const ch
             merges[n_merges++] = (struct merge){t.e[k].rank, l, r};
         }
     }
-    qsort(merges, (size_t)n_merges, sizeof *merges, merge_cmp);
+    if (n_merges > 1) qsort(merges, (size_t)n_merges, sizeof *merges, merge_cmp);
     merge_text = calloc((size_t)n_merges + 1, sizeof *merge_text);
     if (!merge_text) {
         st = err_set(err, KVIK_ERR_NOMEM, "vocab import: out of memory");
