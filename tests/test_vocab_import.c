@@ -6,6 +6,7 @@
  * cl100k_base against tiktoken is in test_tokenizer_parity.c.
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "test.h"
@@ -152,4 +153,40 @@ TEST(vocab_import_malformed) {
     check_bad(good, &os, KVIK_ERR_INVALID_ARG, "BOS/EOS");
     free(buf);
     free(good);
+}
+
+/* The command: usage errors exit 2, a bad ranks file exits 1 naming its
+ * line, a good one writes a vocabulary `kvik tokenize` can use. */
+TEST(vocab_import_cli) {
+    char out[4096], err[4096], args[512];
+    char rpath[64], gpath[64];
+    snprintf(rpath, sizeof rpath, "/tmp/kvik-test-ranks-%d.tiktoken", (int)getpid());
+    snprintf(gpath, sizeof gpath, "/tmp/kvik-test-ranks-%d.gguf", (int)getpid());
+    CHECK_EQ_INT(test_run_kvik("vocab-import --tiktoken x.tiktoken -o y.gguf", out, sizeof out, err, sizeof err),
+                 2); /* no --pre */
+    CHECK(strstr(err, "--pre") != NULL);
+    CHECK_EQ_INT(test_run_kvik("vocab-import --special nope --pre gpt-2", out, sizeof out, err, sizeof err), 2);
+    CHECK(strstr(err, "TEXT=ID") != NULL);
+    static const char *const extra[] = {"he", "ll", "hell", "hello"};
+    char *text = ranks_text(extra, 4);
+    FILE *f = fopen(rpath, "w");
+    REQUIRE(f);
+    fputs(text, f);
+    fputs("QUJD\n", f); /* line 261: no rank */
+    fclose(f);
+    snprintf(args, sizeof args, "vocab-import --tiktoken %s --pre gpt-2 -o %s", rpath, gpath);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 1);
+    CHECK_MSG(strstr(err, "line 261") != NULL, "stderr: %s", err);
+    f = fopen(rpath, "w");
+    REQUIRE(f);
+    fputs(text, f);
+    fclose(f);
+    snprintf(args, sizeof args, "vocab-import --tiktoken %s --pre gpt-2 --special '<|end|>=300' -o %s", rpath, gpath);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "tokenize -m %s -p 'hello help'", gpath);
+    CHECK_EQ_INT(test_run_kvik(args, out, sizeof out, err, sizeof err), 0);
+    CHECK_MSG(strncmp(out, "259 32 256 108 112", 18) == 0, "ids: %s", out); /* hello, ' ', he, l, p */
+    remove(rpath);
+    remove(gpath);
+    free(text);
 }
