@@ -239,23 +239,56 @@ static bool penalties_active(const struct sampler_params *p) {
            p->presence_penalty != 0.0f;
 }
 
-static void apply_penalties(struct sampler *s) {
-    if (s->hist_len == 0 || !penalties_active(&s->p)) return;
+/* Token t's sanitised logit v after the penalties of its count. */
+static inline float penalised(const struct sampler *s, int32_t t, float v) {
+    const struct sampler_params *p = &s->p;
+    int32_t c = s->counts[t];
+    v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+    v -= (float)c * p->frequency_penalty + (c > 0 ? p->presence_penalty : 0.0f);
+    return sanitize(v);
+}
+
+/* Starts a new epoch and stamps every token of the history window once;
+ * false when no penalty applies. */
+static bool stamp_history(struct sampler *s) {
+    if (s->hist_len == 0 || !penalties_active(&s->p)) return false;
     if (++s->epoch == 0) { /* wrapped: clear the stamps once every 2^32 calls */
         memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
         s->epoch = 1;
     }
-    const struct sampler_params *p = &s->p;
+    for (int32_t j = 0; j < s->hist_len; j++) s->stamp[s->hist[j]] = s->epoch;
+    return true;
+}
+
+static void apply_penalties(struct sampler *s) {
+    if (!stamp_history(s)) return;
     for (int32_t j = 0; j < s->hist_len; j++) {
         int32_t t = s->hist[j];
-        if (s->stamp[t] == s->epoch) continue;
-        s->stamp[t] = s->epoch;
-        int32_t c = s->counts[t];
-        float v = s->cand[t].v;
-        v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
-        v -= (float)c * p->frequency_penalty + (c > 0 ? p->presence_penalty : 0.0f);
-        s->cand[t].v = sanitize(v);
+        if (s->stamp[t] != s->epoch) continue; /* done: a repeat in the window */
+        s->stamp[t] = s->epoch - 1;
+        s->cand[t].v = penalised(s, t, s->cand[t].v);
     }
+}
+
+/* Temperature 0: the argmax of the penalised logits (ties: the lowest id),
+ * read straight from the logits, without the candidate copy. */
+static int32_t sample_greedy(struct sampler *s, const float *logits) {
+    size_t n = (size_t)s->n_vocab, best = 0;
+    if (stamp_history(s)) {
+        float bv = s->stamp[0] == s->epoch ? penalised(s, 0, sanitize(logits[0])) : sanitize(logits[0]);
+        for (size_t i = 1; i < n; i++) {
+            float v = sanitize(logits[i]);
+            if (s->stamp[i] == s->epoch) v = penalised(s, (int32_t)i, v);
+            if (v > bv) bv = v, best = i;
+        }
+        return (int32_t)best;
+    }
+    float bv = sanitize(logits[0]);
+    for (size_t i = 1; i < n; i++) {
+        float v = sanitize(logits[i]);
+        if (v > bv) bv = v, best = i;
+    }
+    return (int32_t)best;
 }
 
 int32_t sampler_sample(struct sampler *s, const float *logits) {
@@ -263,6 +296,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     const struct sampler_params *p = &s->p;
     struct cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
+    if (p->temp <= 0.0f) return sample_greedy(s, logits);
 
     /* 1-2. private copy, sanitised, then penalties (candidate i is token i) */
     for (size_t i = 0; i < n; i++) c[i] = (struct cand){sanitize(logits[i]), (int32_t)i};

@@ -191,27 +191,35 @@ static uint8_t *panel_get(size_t bytes) {
 }
 
 
-/* Rows [r0, r0 + nr) of block b as 16 x 32 signed bytes (zero rows past nr)
- * and their 16 scales. */
-static void unpack_block(int type, const struct tensor_matrix *w, int64_t r0, int nr, int64_t b, int8_t *a,
-                         float *d) {
-    for (int r = 0; r < GROUP; r++) {
+/* Row r0 + r of the weights as signed bytes into the panel, block by
+ * block (block b's 16 x 32 bytes at a + b * 512, its scales at
+ * d + b * 16); rows past nr are zeros. The caller goes row by row: a
+ * group's rows are one contiguous run of memory, read in order so the
+ * prefetchers stream it (block-major order touched sixteen rows at once and
+ * waited on memory for each). */
+static void unpack_row(int type, const struct tensor_matrix *w, int64_t r0, int r, int nr, int64_t nb, int8_t *a,
+                       float *d) {
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *dst = a + (size_t)b * GROUP * 32 + 32 * r;
+        float *ds = d + b * GROUP + r;
         if (r >= nr) {
-            memset(a + 32 * r, 0, 32);
-            d[r] = 0.0f;
+            memset(dst, 0, 32);
+            *ds = 0.0f;
             continue;
         }
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
         if (type == TENSOR_TYPE_Q4_0) {
             const block_q4_0 *x = (const block_q4_0 *)row + b;
+            _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
             __m128i q = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F), e = _mm_set1_epi8(8);
-            _mm_storeu_si128((__m128i *)(a + 32 * r), _mm_sub_epi8(_mm_and_si128(q, m), e));
-            _mm_storeu_si128((__m128i *)(a + 32 * r + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e));
-            d[r] = f16t(x->d);
+            _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_and_si128(q, m), e));
+            _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e));
+            *ds = f16t(x->d);
         } else {
             const block_q8_0 *x = (const block_q8_0 *)row + b;
-            memcpy(a + 32 * r, x->qs, 32);
-            d[r] = f16t(x->d);
+            _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
+            memcpy(dst, x->qs, 32);
+            *ds = f16t(x->d);
         }
     }
 }
@@ -301,7 +309,7 @@ static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
     if (!panel) return false;
     int8_t *a = (int8_t *)panel;
     float *d = (float *)(panel + (size_t)nb * GROUP * 32);
-    for (int64_t b = 0; b < nb; b++) unpack_block(type, w, r0, nr, b, a + (size_t)b * GROUP * 32, d + b * GROUP);
+    for (int r = 0; r < GROUP; r++) unpack_row(type, w, r0, r, nr, nb, a, d);
     int configured = -1;
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
@@ -743,19 +751,27 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     const size_t per_b = GROUP * 32 + 2 * GROUP * sizeof(float);
     uint8_t *panel = panel_get((size_t)nb * per_b);
     if (!panel) return false;
-    for (int64_t b = 0; b < nb; b++) {
-        uint8_t *pb = panel + (size_t)b * per_b;
-        float *d = (float *)(pb + GROUP * 32), *m = d + GROUP;
-        for (int r = 0; r < GROUP; r++) {
-            if (r >= nr) {
+    /* Row by row: the group's rows are one contiguous run of memory, read
+     * in order so the prefetchers stream it (block-major order touched
+     * sixteen rows at once and waited on memory for each). */
+    for (int r = 0; r < GROUP; r++) {
+        if (r >= nr) {
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *pb = panel + (size_t)b * per_b;
+                float *d = (float *)(pb + GROUP * 32);
                 memset(pb + 32 * r, 0, 32);
-                d[r] = m[r] = 0.0f;
-                continue;
+                d[r] = d[GROUP + r] = 0.0f;
             }
-            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes) + b;
-            _mm256_storeu_si256((__m256i *)(pb + 32 * r), q4_nibbles(x->qs));
-            d[r] = f16t(x->d);
-            m[r] = f16t(x->m);
+            continue;
+        }
+        const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *pb = panel + (size_t)b * per_b;
+            float *d = (float *)(pb + GROUP * 32);
+            _mm_prefetch((const char *)(x + b) + 2048, _MM_HINT_T0);
+            _mm256_storeu_si256((__m256i *)(pb + 32 * r), q4_nibbles(x[b].qs));
+            d[r] = f16t(x[b].d);
+            d[GROUP + r] = f16t(x[b].m);
         }
     }
     int configured = -1;
