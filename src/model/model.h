@@ -2,8 +2,9 @@
  * model.h — a loaded model and its forward pass.
  *
  * model_load maps a GGUF file, reads the hyperparameters of the llama family
- * (llama.*) and binds every weight into the map with its shape checked; no
- * weight is copied. A model_ctx holds what one forward pass needs besides
+ * (llama.*) and binds every weight into the map with its shape checked. No
+ * weight is copied, except that matrices whose type the kernel table keeps
+ * in a layout of its own (tensor_repack) are rearranged into it once. A model_ctx holds what one forward pass needs besides
  * the weights: the thread pool, the kernel table and the activation arena,
  * sized once for the largest batch.
  *
@@ -55,6 +56,7 @@ struct model {
     struct tensor_matrix output;     /* [n_embd] -> [n_vocab] */
     struct layer_weights *layers;    /* [n_layer] */
     uint64_t weight_bytes;           /* bytes of all weights (read once per decode step) */
+    void *panels;                    /* the matrices' repacked copies (tensor_matrix.panel), or NULL */
 };
 
 /* Loads and validates; on failure *out is NULL and err names the key or

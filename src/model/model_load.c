@@ -132,6 +132,50 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
     return KVIK_OK;
 }
 
+/* Every matrix product reads (the projections, not the embedding rows). */
+static size_t product_matrices(struct model *m, struct tensor_matrix **mats) {
+    size_t n = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        struct layer_weights *L = &m->layers[l];
+        struct tensor_matrix *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof lm / sizeof *lm; i++) mats[n++] = lm[i];
+    }
+    mats[n++] = &m->output;
+    return n;
+}
+
+/* Where the kernel table has a layout of its own for a weight type (AMX:
+ * groups of sixteen rows block by block), the products' matrices are
+ * rearranged into it once, into one allocation; the mapped file's pages of
+ * those matrices are then no longer read (the embedding rows still are).
+ * KVIK_REPACK=0 in the environment keeps the file's layout (comparisons). */
+static kvik_status repack_weights(struct model *m, struct kvik_err *err) {
+    const char *env = getenv("KVIK_REPACK");
+    if (env && !strcmp(env, "0")) return KVIK_OK;
+    size_t cap = (size_t)m->hp.n_layer * 7 + 1, total = 0;
+    struct tensor_matrix **mats = malloc(cap * sizeof *mats);
+    if (!mats) return err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
+    size_t n = product_matrices(m, mats);
+    for (size_t i = 0; i < n; i++) total += (tensor_repack_size(mats[i]) + 63) & ~(size_t)63;
+    if (total) {
+        m->panels = mem_alloc_aligned(total);
+        if (!m->panels) {
+            free(mats);
+            return err_set(err, KVIK_ERR_NOMEM, "model: out of memory for %zu bytes of repacked weights", total);
+        }
+        uint8_t *p = m->panels;
+        for (size_t i = 0; i < n; i++) {
+            size_t sz = tensor_repack_size(mats[i]);
+            if (!sz) continue;
+            tensor_repack(mats[i], p);
+            mats[i]->panel = p;
+            p += (sz + 63) & ~(size_t)63;
+        }
+    }
+    free(mats);
+    return KVIK_OK;
+}
+
 kvik_status model_load(const char *path, struct model **out, struct kvik_err *err) {
     *out = NULL;
     struct model *m = calloc(1, sizeof *m);
@@ -180,6 +224,7 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
         m->weight_bytes += 2 * sizeof(float) * (uint64_t)hp->n_embd;
     }
     m->weight_bytes += m->output.row_bytes * (uint64_t)m->output.rows + sizeof(float) * (uint64_t)hp->n_embd;
+    if ((st = repack_weights(m, err))) goto fail;
     *out = m;
     return KVIK_OK;
 fail:
@@ -190,6 +235,7 @@ fail:
 void model_free(struct model *m) {
     if (!m) return;
     free(m->layers);
+    mem_free(m->panels);
     gguf_close(m->file);
     free(m);
 }

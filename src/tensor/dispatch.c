@@ -69,4 +69,12 @@ const struct tensor_kernels *tensor_kernels_best(void) {
     return g_best;
 }
 
+size_t tensor_repack_size(const struct tensor_matrix *w) {
+    const struct tensor_kernels *k = tensor_kernels_best();
+    if (w->type < 0 || w->type >= TENSOR_TYPE_COUNT || !k->repack[w->type]) return 0;
+    return k->repack_size[w->type](w->rows, w->cols);
+}
+
+void tensor_repack(const struct tensor_matrix *w, void *dst) { tensor_kernels_best()->repack[w->type](w, dst); }
+
 const char *kvik_cpu_isa(void) { return tensor_kernels_best()->name; }

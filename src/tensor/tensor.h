@@ -164,6 +164,9 @@ struct tensor_kernels {
     void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok,
                                     void *packed);
     size_t (*packed_size[TENSOR_TYPE_COUNT])(int64_t cols, int64_t n_tok);
+    /* Optional weight repacking (tensor_matrix.panel), done once at load. */
+    size_t (*repack_size[TENSOR_TYPE_COUNT])(int64_t rows, int64_t cols);
+    void (*repack[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, void *dst);
     int rows_group;
     from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
 };
@@ -183,7 +186,19 @@ struct tensor_matrix {
     int64_t rows, cols;
     size_t row_bytes;
     const void *data;
+    /* Optional: the same weights rearranged once by the kernel table's
+     * repack[type] (groups of rows_group rows, block by block), which its
+     * rows_product then reads instead of data; NULL: none. Other tables
+     * ignore it. */
+    const void *panel;
 };
+
+/* Bytes the best table's repack of w takes (0: that table reads w in place,
+ * leave w->panel NULL). */
+size_t tensor_repack_size(const struct tensor_matrix *w);
+/* Rearranges w into dst (tensor_repack_size bytes, 64-byte aligned) for the
+ * best table; then set w->panel = dst. */
+void tensor_repack(const struct tensor_matrix *w, void *dst);
 
 /* Bytes of scratch tensor_matmul needs to quantize n_tok activation rows of
  * width cols for weights of `type`. */

@@ -742,13 +742,18 @@ static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t y
         _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
 }
 
-/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, two blocks
- * in flight on the two sets of tiles. */
+/* per block of the unpacked panel: 16 x 32 weight bytes, 16 d, 16 m */
+enum { Q41_PANEL_BLOCK = GROUP * 32 + 2 * GROUP * sizeof(float) };
+
+static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                       float *y, int64_t ys);
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from the
+ * weights as they are in the file. */
 static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                              float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
-    /* per block: 16 x 32 weight bytes, 16 d, 16 m */
-    const size_t per_b = GROUP * 32 + 2 * GROUP * sizeof(float);
+    const size_t per_b = Q41_PANEL_BLOCK;
     uint8_t *panel = panel_get((size_t)nb * per_b);
     if (!panel) return false;
     /* Row by row: the group's rows are one contiguous run of memory, read
@@ -774,6 +779,15 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
             d[GROUP + r] = f16t(x[b].m);
         }
     }
+    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys);
+    return true;
+}
+
+/* The tile products of an unpacked panel (rows [r0, r0 + nr)) against n_tok
+ * packed Q8_1 rows, two blocks in flight on the two sets of tiles. */
+static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                       float *y, int64_t ys) {
+    const size_t per_b = Q41_PANEL_BLOCK;
     int configured = -1;
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
@@ -811,7 +825,219 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
         }
         store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
     }
+}
+
+/* ---- repacked weights (tensor_matrix.panel) ----------------------------- *
+ *
+ * At load the Q4_1 and Q8_0 weights are rearranged once, group of sixteen
+ * rows by group, block by block, so that one group's block is one
+ * contiguous record:
+ *
+ *     Q4_1: 16 x 16 quant bytes (row r at 16 r), 16 d, 16 m (f16)  320 bytes
+ *     Q8_0: 16 x 32 quant bytes (row r at 32 r), 16 d (f16)         544 bytes
+ *
+ * rows past the matrix's last are zeros. Both products then stream the
+ * weights in order: mat-mat unpacks a Q4_1 record with a few 512-bit
+ * operations (Q8_0 records are tile operands as they are), and mat-vec
+ * forms the sixteen rows' block sums of a record in the lanes of four
+ * vectors, without the per-row horizontal sums.
+ *
+ * The scales are stored in "lane order": position p holds row
+ * vlane(p) = 4 (p mod 4) + p / 4, the order in which reduce16 below leaves
+ * the sixteen sums, so the mat-vec chains run in that order and are put
+ * back in row order once at the end. vlane is its own inverse.
+ *
+ * The integers and the chain of each element are those of the row kernels
+ * above, so the results are the same bits.
+ */
+
+enum { Q41_REC = GROUP * 16 + 2 * GROUP * 2, Q80_REC = GROUP * 32 + GROUP * 2 };
+
+static inline int vlane(int p) { return 4 * (p & 3) + (p >> 2); }
+
+static const int32_t k_vlane[GROUP] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+static size_t repack_size_q4_1(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_REC;
+}
+
+static size_t repack_size_q8_0(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q80_REC;
+}
+
+static void repack_q4_1(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK, groups = (w->rows + GROUP - 1) / GROUP;
+    memset(dst, 0, repack_size_q4_1(w->rows, w->cols));
+    for (int64_t g = 0; g < groups; g++)
+        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
+            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q41_REC;
+                uint16_t *d = (uint16_t *)(rec + GROUP * 16);
+                memcpy(rec + 16 * r, x[b].qs, 16);
+                d[vlane(r)] = x[b].d;
+                d[GROUP + vlane(r)] = x[b].m;
+            }
+        }
+}
+
+static void repack_q8_0(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK, groups = (w->rows + GROUP - 1) / GROUP;
+    memset(dst, 0, repack_size_q8_0(w->rows, w->cols));
+    for (int64_t g = 0; g < groups; g++)
+        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
+            const block_q8_0 *x = (const block_q8_0 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q80_REC;
+                memcpy(rec + 32 * r, x[b].qs, 32);
+                ((uint16_t *)(rec + GROUP * 32))[vlane(r)] = x[b].d;
+            }
+        }
+}
+
+/* Four vectors, each holding four rows' four partial sums (row 4i + k in
+ * 128-bit lane k of s[i]) -> the sixteen row sums, in lane order. */
+static inline __m512i reduce16(const __m512i s[4]) {
+    __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+}
+
+/* The chains of a group in lane order -> rows [0, nr) of out. */
+static inline void store_lanes(__m512 acc, float *out, int nr) {
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, _mm512_permutexvar_ps(_mm512_loadu_si512(k_vlane), acc));
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+/* Mat-vec of the group at r0 against one Q8_1 row. */
+static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
+    int64_t nb = w->cols / QK;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
+        _mm_prefetch((const char *)rec + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)rec + 1088, _MM_HINT_T0);
+        __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y[b].qs));
+        __m512i yhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y[b].qs + 16)));
+        __m512i s[4];
+        for (int i = 0; i < 4; i++) {
+            __m512i q = _mm512_loadu_si512(rec + 64 * i);
+            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, low), ylo);
+            s[i] = _mm512_dpbusd_epi32(s[i], _mm512_and_si512(_mm512_srli_epi16(q, 4), low), yhi);
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16)));
+        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16 + 32)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(reduce16(s)), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))), acc);
+        acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(y[b].s)), acc);
+    }
+    store_lanes(acc, out, nr);
+}
+
+/* Mat-vec of the group at r0 against one Q8_0 row (ysum: the sums of its
+ * blocks' quants): sums of (q + 128) y, less 128 ysum. */
+static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
+                              const int32_t *ysum, float *out) {
+    int64_t nb = w->cols / QK;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, rec += Q80_REC) {
+        for (int o = 0; o < Q80_REC; o += 64) _mm_prefetch((const char *)rec + 2048 + o, _MM_HINT_T0);
+        __m512i yy = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[b].qs));
+        __m512i s[4];
+        for (int i = 0; i < 4; i++) { /* rows 4i .. 4i + 3, two per vector */
+            __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                             _mm512_xor_si512(_mm512_loadu_si512(rec + 128 * i), flip), yy);
+            __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                             _mm512_xor_si512(_mm512_loadu_si512(rec + 128 * i + 64), flip), yy);
+            /* 128-bit lanes (0+1, 2+3) of each row -> one lane per row */
+            s[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(p0, p1, 0x88), _mm512_shuffle_i32x4(p0, p1, 0xDD));
+        }
+        __m512i sums = _mm512_sub_epi32(reduce16(s), _mm512_set1_epi32(ysum[b] * 128));
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 32)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))), acc);
+    }
+    store_lanes(acc, out, nr);
+}
+
+/* Mat-mat of the group at r0 (Q4_1): the records unpacked into the panel
+ * q4_1_tiles takes, scales back in row order. */
+static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
+                              int64_t n_tok, float *y, int64_t ys) {
+    int64_t nb = w->cols / QK;
+    uint8_t *panel = panel_get((size_t)nb * Q41_PANEL_BLOCK);
+    if (!panel) return false;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    const __m512i low = _mm512_set1_epi8(0x0F), order = _mm512_loadu_si512(k_vlane);
+    /* qwords of (lo, hi) -> rows: lo lane k then hi lane k */
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
+        uint8_t *pb = panel + (size_t)b * Q41_PANEL_BLOCK;
+        for (int i = 0; i < 4; i++) {
+            __m512i q = _mm512_loadu_si512(rec + 64 * i);
+            __m512i lo = _mm512_and_si512(q, low), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+            _mm512_storeu_si512(pb + 128 * i, _mm512_permutex2var_epi64(lo, first, hi));
+            _mm512_storeu_si512(pb + 128 * i + 64, _mm512_permutex2var_epi64(lo, second, hi));
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16)));
+        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16 + 32)));
+        _mm512_storeu_ps(pb + GROUP * 32, _mm512_permutexvar_ps(order, d));
+        _mm512_storeu_ps(pb + GROUP * 32 + 64, _mm512_permutexvar_ps(order, m));
+    }
+    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys);
     return true;
+}
+
+/* Mat-mat of the group at r0 (Q8_0): the records' quants are the A tiles as
+ * they are; two blocks in flight on the two sets of tiles. */
+static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
+                              int64_t n_tok, float *y, int64_t ys) {
+    int64_t nb = w->cols / QK;
+    const uint8_t *recs = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC;
+    const __m512i order = _mm512_loadu_si512(k_vlane);
+    int configured = -1;
+    _Alignas(64) int32_t c[2][GROUP * GROUP];
+    _Alignas(64) float dw[2][GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        if (nt != configured) configure(configured = nt);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
+        __m512 acc[GROUP];
+#pragma GCC unroll 16
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b += 2) {
+            int two = b + 1 < nb;
+            const uint8_t *rec0 = recs + (size_t)b * Q80_REC, *blk0 = tile + (size_t)b * (512 + 64);
+            TILE_LOAD(1, rec0, 32);
+            TILE_LOAD(2, blk0, 64);
+            TILE_ZERO(0);
+            TILE_DPBSSD(0, 1, 2);
+            if (two) {
+                TILE_LOAD(4, rec0 + Q80_REC, 32);
+                TILE_LOAD(5, blk0 + 512 + 64, 64);
+                TILE_ZERO(3);
+                TILE_DPBSSD(3, 4, 5);
+            }
+            for (int h = 0; h <= two; h++) {
+                const uint8_t *rec = rec0 + (size_t)h * Q80_REC, *blk = blk0 + (size_t)h * (512 + 64);
+                if (h == 0) {
+                    TILE_STORE(0, c[0], 64);
+                } else {
+                    TILE_STORE(3, c[1], 64);
+                }
+                __m256i dh = _mm256_loadu_si256((const __m256i *)(rec + GROUP * 32));
+                _mm512_store_ps(dw[h], _mm512_permutexvar_ps(order, _mm512_cvtph_ps(dh)));
+                __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
+#pragma GCC unroll 16
+                for (int r = 0; r < GROUP; r++)
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[h] + GROUP * r)),
+                                             _mm512_mul_ps(_mm512_set1_ps(dw[h][r]), dy), acc[r]);
+            }
+        }
+        store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
+    }
 }
 
 static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
@@ -819,13 +1045,30 @@ static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        if (!rows_matvec_q4_1(w, r0, nr, xq, out)) return false;
+        if (w->panel) panel_matvec_q4_1(w, r0, nr, xq, out);
+        else if (!rows_matvec_q4_1(w, r0, nr, xq, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
         return true;
     }
-    bool ok = rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
+    bool ok = w->panel ? panel_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys)
+                       : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
     _tile_release();
     return ok;
+}
+
+static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (!w->panel) return rows_product_q8_family(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    int nr = (int)(r1 - r0);
+    if (n_tok == 1) {
+        float out[GROUP];
+        panel_matvec_q8_0(w, r0, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+        return true;
+    }
+    panel_matmat_q8_0(w, r0, nr, packed, n_tok, y, ys);
+    _tile_release();
+    return true;
 }
 
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
@@ -853,6 +1096,11 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->vec_dot[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_amx;
     k->pack[TENSOR_TYPE_Q8_0] = pack_q8_0;
     k->packed_size[TENSOR_TYPE_Q8_0] = packed_size_q8_0;
+    k->rows_product[TENSOR_TYPE_Q8_0] = rows_product_q8_0;
+    k->repack_size[TENSOR_TYPE_Q4_1] = repack_size_q4_1;
+    k->repack[TENSOR_TYPE_Q4_1] = repack_q4_1;
+    k->repack_size[TENSOR_TYPE_Q8_0] = repack_size_q8_0;
+    k->repack[TENSOR_TYPE_Q8_0] = repack_q8_0;
     k->rows_group = GROUP;
 }
 #endif
