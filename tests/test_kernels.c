@@ -230,7 +230,7 @@ TEST(vec_dot_q4_1_extremes) {
  * tie, zeros, signed zeros, subnormals (1 / d overflows), inf and NaN. */
 TEST(activation_quantizers_equal_reference) {
     enum { N = 12 * QK_K };
-    static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K};
+    static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K, TENSOR_TYPE_F16};
     uint64_t rng = 4242;
     float *x = random_floats(N, &rng);
     for (int i = 0; i < QK; i++) x[i] = (float)(i - 16) + 0.5f; /* ties; amax 15.5 */
@@ -254,7 +254,8 @@ TEST(activation_quantizers_equal_reference) {
             uint8_t *a = mem_alloc_aligned(bytes), *b = mem_alloc_aligned(bytes);
             memset(a, 0xAA, bytes), memset(b, 0x55, bytes);
             ref->quantize[types[i]](x, a, N);
-            k->quantize[types[i]](x, b, N);
+            if (k->quantize[types[i]]) k->quantize[types[i]](x, b, N); /* F16 below AVX-512: none */
+            else memcpy(b, a, bytes);
             CHECK_MSG(memcmp(a, b, bytes) == 0, "%s %s quantizer differs from the reference", k->name,
                       tensor_type_name(types[i]));
             mem_free(a), mem_free(b);

@@ -309,7 +309,8 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         kv->row_bytes != tensor_row_size(kv->type, kv->row_floats))
         return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache rows of %d %s values, model needs %zu in heads of %d",
                        kv->row_floats, tensor_type_name(kv->type), kv_dim, hp->head_dim);
-    const from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : tensor_type_traits(kv->type)->from_float;
+    from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : c->k->quantize[kv->type];
+    if (kv->type != TENSOR_TYPE_F32 && !store) store = tensor_type_traits(kv->type)->from_float;
     int n_out = 0;
     for (int t = 0; t < n; t++) {
         if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)

@@ -168,7 +168,9 @@ struct tensor_kernels {
     size_t (*repack_size[TENSOR_TYPE_COUNT])(int64_t rows, int64_t cols);
     void (*repack[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, void *dst);
     int rows_group;
-    from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) */
+    from_float_fn quantize[TENSOR_TYPE_COUNT];   /* activation quantizers (Q8_0, Q8_1, Q8_K) and the
+                                                    KV cache's row converter (F16); each equals the
+                                                    type's reference bit for bit */
 };
 
 /* The table of one ISA, or NULL if this CPU (or this build) cannot run it. */

@@ -52,9 +52,22 @@ struct tile_config {
     uint8_t rows[16];
 };
 
+/* The token count this thread's tiles are configured for (0: none).
+ * Loading a configuration costs about as much as a few tile products, so
+ * a thread keeps its tiles configured from one call to the next (every
+ * kernel here uses the same layout) instead of releasing them after each
+ * row group. */
+static _Thread_local int t_tiles_n;
+
 /* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x n tokens (int32);
  * A, 16 rows x 32 bytes; B, 8 x 4n bytes. */
-static void configure(int n) {
+static void configure_tiles(int n);
+static inline void configure(int n) {
+    if (n != t_tiles_n) configure_tiles(n);
+}
+
+static void configure_tiles(int n) {
+    t_tiles_n = n;
     struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -310,10 +323,9 @@ static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
     int8_t *a = (int8_t *)panel;
     float *d = (float *)(panel + (size_t)nb * GROUP * 32);
     for (int r = 0; r < GROUP; r++) unpack_row(type, w, r0, r, nr, nb, a, d);
-    int configured = -1;
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        if (nt != configured) configure(configured = nt);
+        configure(nt);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
         __m512 acc[GROUP];
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
@@ -350,7 +362,6 @@ static bool rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, in
         return true; /* no tiles touched */
     }
     bool ok = rows_matmat(w->type, w, r0, nr, packed, n_tok, y, ys);
-    _tile_release();
     return ok;
 }
 
@@ -541,11 +552,10 @@ static bool rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             dm[r] = f16t(x->dmin);
         }
     }
-    int configured = -1;
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        if (nt != configured) configure(configured = nt);
+        configure(nt);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
         __m512 acc[GROUP];
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
@@ -602,7 +612,6 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
         return true;
     }
     bool ok = rows_matmat_q4_K(w, r0, nr, packed, n_tok, y, ys);
-    _tile_release();
     return ok;
 }
 
@@ -788,11 +797,10 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
 static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                        float *y, int64_t ys) {
     const size_t per_b = Q41_PANEL_BLOCK;
-    int configured = -1;
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        if (nt != configured) configure(configured = nt);
+        configure(nt);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
         __m512 acc[GROUP];
 #pragma GCC unroll 16
@@ -975,6 +983,7 @@ static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
     const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
     for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
         uint8_t *pb = panel + (size_t)b * Q41_PANEL_BLOCK;
+        for (int o = 0; o < Q41_REC; o += 64) _mm_prefetch((const char *)rec + 2560 + o, _MM_HINT_T0);
         for (int i = 0; i < 4; i++) {
             __m512i q = _mm512_loadu_si512(rec + 64 * i);
             __m512i lo = _mm512_and_si512(q, low), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
@@ -997,12 +1006,11 @@ static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     int64_t nb = w->cols / QK;
     const uint8_t *recs = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC;
     const __m512i order = _mm512_loadu_si512(k_vlane);
-    int configured = -1;
     _Alignas(64) int32_t c[2][GROUP * GROUP];
     _Alignas(64) float dw[2][GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        if (nt != configured) configure(configured = nt);
+        configure(nt);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
         __m512 acc[GROUP];
 #pragma GCC unroll 16
@@ -1052,7 +1060,6 @@ static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t
     }
     bool ok = w->panel ? panel_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys)
                        : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
-    _tile_release();
     return ok;
 }
 
@@ -1067,7 +1074,6 @@ static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t
         return true;
     }
     panel_matmat_q8_0(w, r0, nr, packed, n_tok, y, ys);
-    _tile_release();
     return true;
 }
 

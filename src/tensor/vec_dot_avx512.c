@@ -73,12 +73,26 @@ static inline bool q8_block_avx512(const float *x, int8_t *qs, float *d_out, int
     return true;
 }
 
+/* fp32_to_fp16 by the F16C instruction: the same bits (round to nearest
+ * even, NaN quieted with its top payload bits), a few times faster. */
+static inline uint16_t f16_rne(float f) { return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+/* Rows to F16 (the KV cache's default type), sixteen values at a time. */
+static void f16_from_float_avx512(const float *restrict x, void *restrict vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) y[i] = f16_rne(x[i]);
+}
+
 static void quantize_row_q8_0_avx512(const float *restrict x, void *restrict vy, int64_t n) {
     block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
         float d;
         int32_t sum;
-        if (q8_block_avx512(x, y[i].qs, &d, &sum)) y[i].d = fp32_to_fp16(d);
+        if (q8_block_avx512(x, y[i].qs, &d, &sum)) y[i].d = f16_rne(d);
         else quantize_row_q8_0_ref(x, &y[i], QK);
     }
 }
@@ -89,8 +103,8 @@ static void quantize_row_q8_1_avx512(const float *restrict x, void *restrict vy,
         float d;
         int32_t sum;
         if (q8_block_avx512(x, y[i].qs, &d, &sum)) {
-            y[i].d = fp32_to_fp16(d);
-            y[i].s = fp32_to_fp16((float)sum * d);
+            y[i].d = f16_rne(d);
+            y[i].s = f16_rne((float)sum * d);
         } else {
             quantize_row_q8_1_ref(x, &y[i], QK);
         }
@@ -103,5 +117,6 @@ void tensor_kernels_init_avx512(struct tensor_kernels *k) {
     fill_x86_kernels(k);
     k->quantize[TENSOR_TYPE_Q8_0] = quantize_row_q8_0_avx512;
     k->quantize[TENSOR_TYPE_Q8_1] = quantize_row_q8_1_avx512;
+    k->quantize[TENSOR_TYPE_F16] = f16_from_float_avx512;
 }
 #endif

@@ -286,4 +286,5 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->quantize[TENSOR_TYPE_Q8_0] = quantize_row_q8_0_ref;
     k->quantize[TENSOR_TYPE_Q8_1] = quantize_row_q8_1_ref;
     k->quantize[TENSOR_TYPE_Q8_K] = quantize_row_q8_K_ref;
+    k->quantize[TENSOR_TYPE_F16] = tensor_type_traits(TENSOR_TYPE_F16)->from_float;
 }
