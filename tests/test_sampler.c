@@ -3,6 +3,7 @@
  * min-p, penalties, parameter validation and NaN/inf logits. Frequency
  * checks draw many times with a fixed seed and use loose chi-square bounds.
  */
+#include <float.h>
 #include <stdlib.h>
 
 #include "engine/sampler.h"
@@ -411,6 +412,11 @@ TEST(sampler_nan_and_inf_logits) {
 
     float d[4] = {1.0f, INFINITY, 3.0f, INFINITY}; /* +inf tokens share the mass */
     CHECK_EQ_INT(sampler_sample(sg, d), 1);
+    /* greedy: +inf counts as FLT_MAX (the first of them wins), NaN as -inf */
+    float e1[4] = {NAN, FLT_MAX, INFINITY, 2.0f}, e2[4] = {NAN, -INFINITY, NAN, -1.0f}, e3[4] = {INFINITY, 1.0f, FLT_MAX, 0.0f};
+    CHECK_EQ_INT(sampler_sample(sg, e1), 1);
+    CHECK_EQ_INT(sampler_sample(sg, e2), 3);
+    CHECK_EQ_INT(sampler_sample(sg, e3), 0);
     int h[4] = {0};
     draw_counts(sr, d, 2000, h);
     CHECK_EQ_INT(h[0] + h[2], 0);

@@ -283,11 +283,14 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
         }
         return (int32_t)best;
     }
+    /* Raw comparisons give the same answer as sanitised ones (a NaN never
+     * compares greater, as -inf would not), except that +inf and FLT_MAX
+     * are equal once sanitised: then the first of them wins. */
     float bv = sanitize(logits[0]);
-    for (size_t i = 1; i < n; i++) {
-        float v = sanitize(logits[i]);
-        if (v > bv) bv = v, best = i;
-    }
+    for (size_t i = 1; i < n; i++)
+        if (logits[i] > bv) bv = logits[i], best = i;
+    if (bv == INFINITY)
+        for (best = 0; !(logits[best] >= FLT_MAX); best++) {}
     return (int32_t)best;
 }
 
