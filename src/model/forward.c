@@ -186,6 +186,27 @@ static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float 
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* gate[i] = silu(gate[i]) * up[i] over n values, cut into one run per
+ * thread (each value is computed the same way wherever it falls). */
+struct glu_job {
+    float *gate;
+    const float *up;
+    size_t n;
+};
+
+static void glu_worker(void *arg, int ith, int nth) {
+    struct glu_job *job = arg;
+    size_t per = (job->n + (size_t)nth - 1) / (size_t)nth, i0 = per * (size_t)ith;
+    size_t i1 = i0 + per < job->n ? i0 + per : job->n;
+    for (size_t i = i0; i < i1; i++) job->gate[i] = silu(job->gate[i]) * job->up[i];
+}
+
+static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
+    struct glu_job job = {gate, up, n};
+    if (n < 4096) glu_worker(&job, 0, 1); /* one token: not worth a wake-up */
+    else pool_run(c->pool, glu_worker, &job);
+}
+
 static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, const float *x, float *y, int n) {
     return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
 }
@@ -361,7 +382,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
             rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->ffn_norm, hp->n_embd,
                     hp->rms_eps);
         if ((st = matmul3(c, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, n))) break;
-        for (size_t i = 0; i < (size_t)n * hp->n_ff; i++) c->gate[i] = silu(c->gate[i]) * c->up[i];
+        glu(c, c->gate, c->up, (size_t)n * hp->n_ff);
         if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
     }
