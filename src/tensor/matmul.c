@@ -158,8 +158,15 @@ static void pack_worker(void *arg, int ith, int nth) {
  * that every thread gets about ITEMS_PER_THREAD of them, so a slow core does
  * not hold the rest back. */
 static int64_t row_chunk(const struct tensor_matrix *w, int64_t n_tok, size_t call_bytes, int n_threads,
-                         int64_t unit) {
-    if (n_tok > TOK_BLOCK / 4) return unit;
+                         int64_t unit, bool whole) {
+    if (n_tok > TOK_BLOCK / 4) {
+        if (!whole) return unit;
+        /* A whole product takes every token at once: items of one row
+         * group each would make the shared counter a hot spot (the output
+         * matrix alone has thousands); about 8 items per thread instead. */
+        int64_t rows = (w->rows + (int64_t)n_threads * 8 - 1) / ((int64_t)n_threads * 8);
+        return (rows + unit - 1) / unit * unit;
+    }
     size_t bytes = call_bytes / ((size_t)n_threads * ITEMS_PER_THREAD);
     bytes = bytes < MIN_STREAM ? MIN_STREAM : bytes > MAX_STREAM ? MAX_STREAM : bytes;
     int64_t rows = ((int64_t)bytes + (int64_t)w->row_bytes - 1) / (int64_t)w->row_bytes;
@@ -212,7 +219,8 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
     size_t call_bytes = 0;
     for (int i = 0; i < n_mats; i++) call_bytes += (size_t)w[i]->rows * w[i]->row_bytes;
     for (int i = 0; i < n_mats; i++) {
-        job.row_chunk[i] = row_chunk(w[i], n_tok, call_bytes, pool_size(pool), job.whole[i] ? k->rows_group : ROW_CHUNK);
+        job.row_chunk[i] = row_chunk(w[i], n_tok, call_bytes, pool_size(pool), job.whole[i] ? k->rows_group : ROW_CHUNK,
+                                     job.whole[i]);
         int64_t items = (w[i]->rows + job.row_chunk[i] - 1) / job.row_chunk[i];
         job.first_tile[i + 1] = job.first_tile[i] + (job.whole[i] ? items : items * job.n_tok_blocks);
     }
