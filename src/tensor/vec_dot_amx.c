@@ -60,7 +60,7 @@ struct tile_config {
 static _Thread_local int t_tiles_n;
 
 /* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x n tokens (int32);
- * A, 16 rows x 32 bytes; B, 8 x 4n bytes. */
+ * A, 16 rows x 32 bytes; B, 8 x 4n bytes; and tiles 6-7, two more C. */
 static void configure_tiles(int n);
 static inline void configure(int n) {
     if (n != t_tiles_n) configure_tiles(n);
@@ -78,6 +78,10 @@ static void configure_tiles(int n) {
         c.colsb[set + T_A] = 32;
         c.rows[set + T_B] = 8;
         c.colsb[set + T_B] = (uint16_t)(4 * n);
+    }
+    for (int t = 6; t < 8; t++) { /* two more C tiles: a second pair of results in flight */
+        c.rows[t] = GROUP;
+        c.colsb[t] = (uint16_t)(4 * n);
     }
     /* GCC 12 does not see that ldtilecfg reads the whole struct and drops
      * the stores above without this barrier. */
@@ -792,12 +796,49 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
+/* Blocks b and b + 1 (if two) of the panel times the token tile into C
+ * tiles c0 and c1 (literal tile numbers), on the A/B tiles 1-2 and 4-5. */
+#define Q41_ISSUE(c0, c1, b, two)                                                     \
+    do {                                                                              \
+        const uint8_t *p_ = panel + (size_t)(b) * per_b;                              \
+        const uint8_t *t_ = tile + (size_t)(b) * Q41_TILE_BYTES;                      \
+        TILE_LOAD(1, p_, 32);                                                         \
+        TILE_LOAD(2, t_, 64);                                                         \
+        TILE_ZERO(c0);                                                                \
+        TILE_DPBUSD(c0, 1, 2);                                                        \
+        if (two) {                                                                    \
+            TILE_LOAD(4, p_ + per_b, 32);                                             \
+            TILE_LOAD(5, t_ + Q41_TILE_BYTES, 64);                                    \
+            TILE_ZERO(c1);                                                            \
+            TILE_DPBUSD(c1, 4, 5);                                                    \
+        }                                                                             \
+    } while (0)
+
+/* The float steps of blocks b and b + 1 (if two) from C tiles c0 and c1. */
+#define Q41_CHAIN(c0, c1, b, two)                                                     \
+    do {                                                                              \
+        const uint8_t *p_ = panel + (size_t)(b) * per_b;                              \
+        const uint8_t *t_ = tile + (size_t)(b) * Q41_TILE_BYTES;                      \
+        TILE_STORE(c0, cs[0], 64);                                                    \
+        q4_1_block_chain(acc, cs[0], (const float *)(p_ + GROUP * 32),                \
+                         (const float *)(p_ + GROUP * 32) + GROUP, t_);               \
+        if (two) {                                                                    \
+            TILE_STORE(c1, cs[1], 64);                                                \
+            q4_1_block_chain(acc, cs[1], (const float *)(p_ + per_b + GROUP * 32),    \
+                             (const float *)(p_ + per_b + GROUP * 32) + GROUP,        \
+                             t_ + Q41_TILE_BYTES);                                    \
+        }                                                                             \
+    } while (0)
+
 /* The tile products of an unpacked panel (rows [r0, r0 + nr)) against n_tok
- * packed Q8_1 rows, two blocks in flight on the two sets of tiles. */
+ * packed Q8_1 rows. Software-pipelined over pairs of blocks: the products
+ * of the next pair (into the other two C tiles) are issued before the float
+ * steps of this one, so the tile unit works while the vector units scale
+ * and sum. Blocks still enter each chain in order. */
 static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                        float *y, int64_t ys) {
     const size_t per_b = Q41_PANEL_BLOCK;
-    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    _Alignas(64) int32_t cs[2][GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
         configure(nt);
@@ -805,31 +846,13 @@ static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, con
         __m512 acc[GROUP];
 #pragma GCC unroll 16
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
-        int64_t b = 0;
-        for (; b + 2 <= nb; b += 2) {
-            const uint8_t *p0 = panel + (size_t)b * per_b, *p1 = p0 + per_b;
-            const uint8_t *t0b = tile + (size_t)b * Q41_TILE_BYTES, *t1b = t0b + Q41_TILE_BYTES;
-            TILE_LOAD(1, p0, 32);
-            TILE_LOAD(2, t0b, 64);
-            TILE_ZERO(0);
-            TILE_DPBUSD(0, 1, 2);
-            TILE_LOAD(4, p1, 32);
-            TILE_LOAD(5, t1b, 64);
-            TILE_ZERO(3);
-            TILE_DPBUSD(3, 4, 5);
-            TILE_STORE(0, c0, 64);
-            q4_1_block_chain(acc, c0, (const float *)(p0 + GROUP * 32), (const float *)(p0 + GROUP * 32) + GROUP, t0b);
-            TILE_STORE(3, c1, 64);
-            q4_1_block_chain(acc, c1, (const float *)(p1 + GROUP * 32), (const float *)(p1 + GROUP * 32) + GROUP, t1b);
-        }
-        if (b < nb) {
-            const uint8_t *p0 = panel + (size_t)b * per_b, *t0b = tile + (size_t)b * Q41_TILE_BYTES;
-            TILE_LOAD(1, p0, 32);
-            TILE_LOAD(2, t0b, 64);
-            TILE_ZERO(0);
-            TILE_DPBUSD(0, 1, 2);
-            TILE_STORE(0, c0, 64);
-            q4_1_block_chain(acc, c0, (const float *)(p0 + GROUP * 32), (const float *)(p0 + GROUP * 32) + GROUP, t0b);
+        Q41_ISSUE(0, 3, 0, nb > 1);
+        for (int64_t b = 0; b < nb; b += 4) {
+            /* pair b, b + 1 is in C tiles 0 and 3; pair b + 2, b + 3 goes to 6 and 7 */
+            if (b + 2 < nb) Q41_ISSUE(6, 7, b + 2, b + 3 < nb);
+            Q41_CHAIN(0, 3, b, b + 1 < nb);
+            if (b + 4 < nb) Q41_ISSUE(0, 3, b + 4, b + 5 < nb);
+            if (b + 2 < nb) Q41_CHAIN(6, 7, b + 2, b + 3 < nb);
         }
         store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
     }
