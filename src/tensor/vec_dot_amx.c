@@ -1022,15 +1022,57 @@ static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
     return true;
 }
 
+/* Q8_0 records b and b + 1 (if two) times the token tile into C tiles c0
+ * and c1, on the A/B tiles 1-2 and 4-5. */
+#define Q80_ISSUE(c0, c1, b, two)                                      \
+    do {                                                               \
+        const uint8_t *r_ = recs + (size_t)(b) * Q80_REC;              \
+        const uint8_t *t_ = tile + (size_t)(b) * (512 + 64);           \
+        TILE_LOAD(1, r_, 32);                                          \
+        TILE_LOAD(2, t_, 64);                                          \
+        TILE_ZERO(c0);                                                 \
+        TILE_DPBSSD(c0, 1, 2);                                         \
+        if (two) {                                                     \
+            TILE_LOAD(4, r_ + Q80_REC, 32);                            \
+            TILE_LOAD(5, t_ + 512 + 64, 64);                           \
+            TILE_ZERO(c1);                                             \
+            TILE_DPBSSD(c1, 4, 5);                                     \
+        }                                                              \
+    } while (0)
+
+#define Q80_CHAIN(c0, c1, b, two)                                      \
+    do {                                                               \
+        TILE_STORE(c0, cs[0], 64);                                     \
+        q8_0_block_chain(acc, cs[0], recs + (size_t)(b) * Q80_REC,     \
+                         tile + (size_t)(b) * (512 + 64), order);      \
+        if (two) {                                                     \
+            TILE_STORE(c1, cs[1], 64);                                 \
+            q8_0_block_chain(acc, cs[1], recs + (size_t)((b) + 1) * Q80_REC, \
+                             tile + (size_t)((b) + 1) * (512 + 64), order); \
+        }                                                              \
+    } while (0)
+
+/* The float steps of one Q8_0 record's block for the tile's tokens. */
+static inline void q8_0_block_chain(__m512 acc[GROUP], const int32_t *c, const uint8_t *rec, const uint8_t *blk,
+                                    __m512i order) {
+    _Alignas(64) float dw[GROUP];
+    __m256i dh = _mm256_loadu_si256((const __m256i *)(rec + GROUP * 32));
+    _mm512_store_ps(dw, _mm512_permutexvar_ps(order, _mm512_cvtph_ps(dh)));
+    __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
+#pragma GCC unroll 16
+    for (int r = 0; r < GROUP; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
+                                 _mm512_mul_ps(_mm512_set1_ps(dw[r]), dy), acc[r]);
+}
+
 /* Mat-mat of the group at r0 (Q8_0): the records' quants are the A tiles as
- * they are; two blocks in flight on the two sets of tiles. */
+ * they are; pipelined over pairs of blocks as q4_1_tiles is. */
 static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
                               int64_t n_tok, float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
     const uint8_t *recs = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC;
     const __m512i order = _mm512_loadu_si512(k_vlane);
-    _Alignas(64) int32_t c[2][GROUP * GROUP];
-    _Alignas(64) float dw[2][GROUP];
+    _Alignas(64) int32_t cs[2][GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
         configure(nt);
@@ -1038,34 +1080,12 @@ static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
         __m512 acc[GROUP];
 #pragma GCC unroll 16
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b += 2) {
-            int two = b + 1 < nb;
-            const uint8_t *rec0 = recs + (size_t)b * Q80_REC, *blk0 = tile + (size_t)b * (512 + 64);
-            TILE_LOAD(1, rec0, 32);
-            TILE_LOAD(2, blk0, 64);
-            TILE_ZERO(0);
-            TILE_DPBSSD(0, 1, 2);
-            if (two) {
-                TILE_LOAD(4, rec0 + Q80_REC, 32);
-                TILE_LOAD(5, blk0 + 512 + 64, 64);
-                TILE_ZERO(3);
-                TILE_DPBSSD(3, 4, 5);
-            }
-            for (int h = 0; h <= two; h++) {
-                const uint8_t *rec = rec0 + (size_t)h * Q80_REC, *blk = blk0 + (size_t)h * (512 + 64);
-                if (h == 0) {
-                    TILE_STORE(0, c[0], 64);
-                } else {
-                    TILE_STORE(3, c[1], 64);
-                }
-                __m256i dh = _mm256_loadu_si256((const __m256i *)(rec + GROUP * 32));
-                _mm512_store_ps(dw[h], _mm512_permutexvar_ps(order, _mm512_cvtph_ps(dh)));
-                __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
-#pragma GCC unroll 16
-                for (int r = 0; r < GROUP; r++)
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[h] + GROUP * r)),
-                                             _mm512_mul_ps(_mm512_set1_ps(dw[h][r]), dy), acc[r]);
-            }
+        Q80_ISSUE(0, 3, 0, nb > 1);
+        for (int64_t b = 0; b < nb; b += 4) {
+            if (b + 2 < nb) Q80_ISSUE(6, 7, b + 2, b + 3 < nb);
+            Q80_CHAIN(0, 3, b, b + 1 < nb);
+            if (b + 4 < nb) Q80_ISSUE(0, 3, b + 4, b + 5 < nb);
+            if (b + 2 < nb) Q80_CHAIN(6, 7, b + 2, b + 3 < nb);
         }
         store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
     }
