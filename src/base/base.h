@@ -68,6 +68,21 @@ static inline bool add_overflows_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 
+/* ---- hashing --------------------------------------------------------- */
+
+/* A 64-bit hash of p[0..n) started from seed (not cryptographic: eight
+ * bytes at a time, multiply-rotate, a full avalanche at the end). Equal
+ * input and seed give equal output on every run and machine. */
+uint64_t hash64(const void *p, size_t n, uint64_t seed);
+
+/* Two 64-bit words mixed into one (order matters). */
+static inline uint64_t hash64_pair(uint64_t a, uint64_t b) {
+    uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ull + (a << 6) + (a >> 2));
+    x ^= x >> 30, x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27, x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t mem_peak_rss(void);
 

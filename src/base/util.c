@@ -47,6 +47,22 @@ int64_t clock_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+uint64_t hash64(const void *p, size_t n, uint64_t seed) {
+    const uint8_t *b = p;
+    uint64_t h = seed ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull);
+    for (; n >= 8; n -= 8, b += 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        w *= 0x87C37B91114253D5ull;
+        w = (w << 31) | (w >> 33);
+        h ^= w * 0x4CF5AD432745937Full;
+        h = ((h << 27) | (h >> 37)) * 5 + 0x52DCE729;
+    }
+    uint64_t t = 0;
+    if (n) memcpy(&t, b, n);
+    return hash64_pair(h, t);
+}
+
 void *mem_alloc_aligned(size_t size) {
     if (size == 0) size = 1;
     size_t rounded;

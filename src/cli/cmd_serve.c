@@ -18,7 +18,11 @@ static void usage(FILE *f) {
             "  --host ADDR         address to listen on (default 127.0.0.1)\n"
             "  --port N            TCP port (default 8080; 0: any free port, printed on stderr)\n"
             "  --api-key KEY       require 'Authorization: Bearer KEY' on /v1/*, /tokenize and\n"
-            "                      /detokenize (default: $KVIK_API_KEY; /health and /metrics stay open)\n"
+            "                      /detokenize (default: $KVIK_API_KEY; /health and /metrics stay open);\n"
+            "                      several keys: KEY1,KEY2,...\n"
+            "  --no-prefix-cache   compute every prompt in full (default: reuse cached KV blocks)\n"
+            "  --prefix-cache-shared  share cached blocks across API keys (default: per key; a\n"
+            "                      cache hit shows in response time, see docs/server.md)\n"
             "  --model-name NAME   the model id clients see (default: the file name without .gguf)\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
             "  -t N                forward-pass threads (default: all CPUs)\n"
@@ -51,6 +55,11 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-prefix-cache") || !strcmp(a, "--prefix-cache-shared")) {
+            if (a[2] == 'n') cfg.prefix_cache = false;
+            else cfg.prefix_cache_shared = true;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -115,8 +124,9 @@ int cmd_serve(int argc, char **argv) {
         const char *env = getenv("KVIK_API_KEY");
         if (env && *env) cfg.api_key = env;
     }
-    if (cfg.api_key && !*cfg.api_key) {
-        fprintf(stderr, "kvik serve: --api-key must not be empty\n");
+    if (cfg.api_key && (!*cfg.api_key || *cfg.api_key == ',' || strstr(cfg.api_key, ",,") ||
+                        cfg.api_key[strlen(cfg.api_key) - 1] == ',')) {
+        fprintf(stderr, "kvik serve: --api-key must not be empty (nor any key of a comma-separated list)\n");
         return 2;
     }
     char buf[4096];

@@ -158,6 +158,7 @@ void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64
     ev.n_top = 0;
     ev.n_prompt = r->n_prompt;
     ev.n_generated = s->n_generated;
+    ev.n_cached = r->n_cached;
     ev.error = NULL;
     if (r->top_logprobs >= 0) fill_logprobs(row, e->n_vocab, tok, r->top_logprobs, &ev);
     bool go = r->fn(r->user, &ev);
@@ -170,7 +171,8 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
     s->state = ESEQ_DONE;
     e->st.finished[why]++;
     struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = -1,
-                              .n_prompt = r->n_prompt, .n_generated = s->n_generated, .error = error};
+                              .n_prompt = r->n_prompt, .n_generated = s->n_generated, .n_cached = r->n_cached,
+                              .error = error};
     r->fn(r->user, &ev);
     if (--r->n_live == 0) {
         engine_hist_add(&e->st.e2e, clock_ns() - r->t_submit);
@@ -269,6 +271,7 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
     q->max_tokens = r->max_tokens;
     q->top_logprobs = r->top_logprobs < 0 ? -1 : r->top_logprobs;
     q->ignore_eos = r->ignore_eos;
+    q->salt = engine_prefix_salt(e, r->cache_key);
     q->fn = r->on_event;
     q->user = r->user;
     atomic_init(&q->cancel, false);
@@ -528,6 +531,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     }
     if (kv_paged_init(&e->kv, &kc, err)) goto fail;
     e->n_blocks = kc.n_blocks;
+    engine_prefix_init(e);
     e->watermark = e->n_blocks / 100; /* vLLM keeps 1% too */
     if (!kv_paged_reserve_tables(&e->kv, c->n_ctx)) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for block tables");

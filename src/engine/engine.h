@@ -20,6 +20,16 @@
  * that returning false stops that choice (a stop string matched: finish
  * reason STOP).
  *
+ * Prefix cache (config.prefix_cache): every full KV block a sequence
+ * computes, prompt or generated tokens, is registered in the pool's cache
+ * (kv/kv_paged.h) under a salt mixing the model's identity, the KV type
+ * and block size, a per-engine random secret and the request's cache_key;
+ * an admitted choice first attaches the longest cached chain of its tokens
+ * and computes only the rest (always at least its last token, for the
+ * logits). A preempted choice readmitted finds its own blocks if they were
+ * not evicted meanwhile. Cached blocks with no user count as free and are
+ * evicted least recently used first when blocks run out.
+ *
  * Batch invariance: a greedy choice produces the same tokens whether it runs
  * alone or among any other sequences (every kernel reduces each row in a
  * fixed order, whatever the batch).
@@ -61,6 +71,8 @@ struct engine_config {
     int64_t kv_blocks;    /* KV pool size in blocks; > 0 overrides kv_mem_mib (tests, tuning) */
     int kv_type;          /* TENSOR_TYPE_F16 (default), _Q8_0 or _F32 */
     int block_tokens;     /* positions per KV block; default 16 */
+    bool prefix_cache;    /* reuse the K/V of earlier requests' full blocks (default off; kvik
+                             serve turns it on) */
     const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos);
                              copied by engine_new; ids outside the vocabulary are ignored */
     int n_eog;
@@ -94,6 +106,8 @@ struct engine_event {
     /* final event: counts and timings of this choice */
     int n_prompt;            /* prompt tokens */
     int n_generated;         /* tokens emitted for this choice */
+    int n_cached;            /* prompt tokens whose K/V came from the prefix cache when the
+                                request was first scheduled */
     const char *error;       /* ENGINE_FINISH_ERROR: one line, valid during the callback only */
 };
 
@@ -111,6 +125,8 @@ struct engine_request {
                                        SAMPLER_SEED_RANDOM gets 2^32 added) */
     int top_logprobs;        /* 0..ENGINE_MAX_TOP_LOGPROBS; < 0: no logprobs at all */
     bool ignore_eos;
+    uint64_t cache_key;      /* prefix cache isolation: requests share cached blocks only with
+                                requests of the same key (0 is a key like any other) */
     engine_event_fn on_event;
     void *user;
 };
@@ -172,9 +188,13 @@ struct engine_stats {
     int64_t kv_blocks_total;
     int64_t kv_blocks_used;
     /* counters */
-    uint64_t prompt_tokens;      /* prefilled tokens (recomputed ones after preemption not counted twice) */
+    uint64_t prompt_tokens;      /* prompt tokens of scheduled requests, each once (cached ones too;
+                                    recomputed ones after preemption not counted twice) */
     uint64_t generation_tokens;  /* sampled tokens (end-of-generation ones included) */
     uint64_t preemptions;
+    uint64_t prefix_queries;     /* tokens looked up in the prefix cache (each admission's prompt,
+                                    plus generated tokens of a readmitted preempted choice) */
+    uint64_t prefix_hits;        /* of those, tokens found */
     uint64_t finished[ENGINE_FINISH_ERROR + 1]; /* choices finished, by reason */
     uint64_t steps;
     /* histograms, seconds */

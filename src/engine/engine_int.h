@@ -52,6 +52,8 @@ struct ereq {
     uint64_t id;         /* also the arrival order */
     int n_prompt, max_tokens, n, top_logprobs;
     bool ignore_eos;
+    uint64_t salt;       /* prefix cache salt (engine_prefix_salt of the request's cache_key) */
+    int n_cached;        /* prompt positions attached from the cache at the first admission */
     engine_event_fn fn;
     void *user;
     struct eseq *seqs;   /* [n] */
@@ -74,6 +76,7 @@ struct engine {
     struct model_ctx *ctx;
     struct kv_paged kv;
     bool *is_eog;        /* [n_vocab] */
+    uint64_t cache_salt; /* model identity, KV type, block size, a random secret (prefix.c) */
 
     pthread_t thread;
     bool thread_started;
@@ -111,6 +114,18 @@ struct engine {
 
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
 void sched_step(struct engine *e);
+
+/* prefix.c: the prefix cache's side of a step (no-ops when it is off).
+ * engine_prefix_attach: s was just given an empty cache sequence; attaches
+ * its cached prefix and returns the positions now there (s->n_computed).
+ * engine_prefix_admitted: s is admitted; counts the lookup and the cached
+ * prompt tokens. engine_prefix_register: after a forward, registers the
+ * newly full blocks of every running choice. */
+void engine_prefix_init(struct engine *e);
+uint64_t engine_prefix_salt(const struct engine *e, uint64_t cache_key);
+int engine_prefix_attach(struct engine *e, struct eseq *s);
+void engine_prefix_admitted(struct engine *e, struct eseq *s);
+void engine_prefix_register(struct engine *e);
 
 /* engine.c, for sched.c */
 void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);

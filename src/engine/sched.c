@@ -17,7 +17,9 @@
  *               budget and blocks allow, keeping a small watermark of free
  *               blocks for the running choices to grow into. Skipped in a
  *               step that preempted, so a victim does not come straight
- *               back.
+ *               back. With the prefix cache on, an admitted choice
+ *               first attaches its cached prefix (prefix.c) and only the
+ *               rest counts against the budget.
  *
  * Preemption is by recompute: the victim's cache sequence is closed (its
  * blocks go back, shared ones just lose a user), and it returns to the
@@ -168,13 +170,16 @@ rebuild:
         int kv = kv_paged_seq_open(&e->kv);
         if (kv < 0) break;
         s->kv = kv;
-        s->n_computed = 0;
-        int c = fit(e, s, s->n_tokens < budget ? s->n_tokens : budget, e->n_running ? e->watermark : 0);
+        s->n_computed = engine_prefix_attach(e, s);
+        int left = s->n_tokens - s->n_computed;
+        int c = fit(e, s, left < budget ? left : budget, e->n_running ? e->watermark : 0);
         if (c == 0) {
             kv_paged_seq_close(&e->kv, kv);
             s->kv = -1;
+            s->n_computed = 0;
             break;
         }
+        engine_prefix_admitted(e, s);
         engine_wait_unlink(e, s);
         engine_running_insert(e, s);
         e->n_slots += slots;
@@ -209,6 +214,7 @@ rebuild:
         fail_batch(e, nb, err.msg);
         return;
     }
+    engine_prefix_register(e);
     now = clock_ns();
     for (int j = 0; j < n_samp; j++) {
         struct eseq *s = e->samp[j];

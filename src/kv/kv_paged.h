@@ -9,7 +9,26 @@
  * up front. Blocks are reference-counted: a fork (n > 1 completions of one
  * prompt, later the prefix cache) shares every block of its source, and the
  * first write into a shared, partly filled last block copies it first (copy
- * on write). A block whose count drops to zero goes back on the free list.
+ * on write). A block whose count drops to zero goes back on the free list,
+ * unless the prefix cache holds it (below).
+ *
+ * Prefix cache. A full block can be registered under a chained hash
+ *   h(i) = hash(h(i-1), salt, the block's block_tokens token ids), h(-1) = 0
+ * where salt stands for everything besides the tokens that the K/V depend
+ * on or that must keep entries apart (the serving engine mixes the model's
+ * identity, the KV type and the request's isolation key into it). A new
+ * sequence then attaches the longest chain of registered blocks matching
+ * its tokens (kv_paged_prefix_attach) instead of computing them. Hashes
+ * only find candidates: each registered block also keeps its token ids,
+ * its salt and the serial number of its parent's registration (serials are
+ * never reused, so a serial names exactly one token prefix), and a hit
+ * needs all three to match; a hash collision is a miss, never wrong K/V.
+ * A registered block is immutable: a write into it (after a truncate into
+ * it) copies it first, as for a shared block. When its last user lets go
+ * it stays registered and goes on an LRU list of cached blocks, still
+ * counted as free; a block is needed from the free list, blocks never
+ * registered come first, then the least recently used cached one, which
+ * leaves the index then.
  *
  * Rows are stored as F32, F16 or Q8_0 (kv_paged_config.type); the forward
  * pass converts through struct kv_cache (model/kv.h), which this implements.
@@ -21,6 +40,7 @@
 #ifndef KVIK_KV_PAGED_H
 #define KVIK_KV_PAGED_H
 
+#include "kv/kv_index.h"
 #include "model/kv.h"
 
 struct kv_paged_config {
@@ -35,9 +55,21 @@ struct kv_paged_config {
 struct kv_seq {
     int32_t n_pos;    /* positions 0..n_pos-1 are covered by blocks */
     int32_t n_blocks; /* entries of blocks in use */
-    int32_t cap;      /* entries allocated */
+    int32_t cap;      /* entries allocated (blocks, chain, serial) */
     int32_t *blocks;  /* block ids, one per block_tokens positions */
+    int32_t n_chain;  /* leading full blocks whose token prefix the cache knows */
+    uint64_t *chain;  /* [cap] h(i) of the prefix through block i (i < n_chain) */
+    uint64_t *serial; /* [cap] the registration serial naming that prefix */
     bool open;
+};
+
+/* What the prefix cache keeps for a block (serial 0: not registered). */
+struct kv_block_key {
+    uint64_t hash;    /* h(i) */
+    uint64_t serial;  /* this registration's number (1, 2, ...; never reused) */
+    uint64_t parent;  /* the serial of the prefix before it (0: none, block 0) */
+    uint64_t salt;
+    int32_t lru_prev, lru_next; /* on the LRU list (cached, no user): older, newer; -1 none */
 };
 
 struct kv_paged {
@@ -46,9 +78,16 @@ struct kv_paged {
     size_t block_bytes; /* one block, all layers, K and V */
     uint8_t *data;      /* [n_blocks][block_bytes] */
     int32_t *ref;       /* [n_blocks] users of each block */
-    int32_t *free_ids;  /* stack of free block ids */
+    int32_t *free_ids;  /* stack of free block ids, never registered */
     int64_t n_free;
     struct kv_seq *seqs; /* [max_seqs] */
+    /* prefix cache */
+    struct kv_block_key *key; /* [n_blocks] */
+    int32_t *key_tokens;      /* [n_blocks][block_tokens] token ids of registered blocks */
+    struct kv_index index;    /* h -> registered block */
+    int32_t lru_head, lru_tail; /* oldest and newest cached block with no user; -1 none */
+    int64_t n_cached;         /* blocks on the LRU list */
+    uint64_t next_serial;
 };
 
 /* Bytes of one block for this configuration (0 if it is invalid). */
@@ -81,16 +120,43 @@ int64_t kv_paged_blocks_needed(const struct kv_paged *kv, int seq, int n_pos);
  * (or the table cannot grow). n_pos below the current one is a no-op. */
 bool kv_paged_seq_grow(struct kv_paged *kv, int seq, int n_pos);
 /* Forgets positions n_pos.. of seq (a rejected speculative draft, a
- * preempted request): blocks no longer needed are released. */
+ * preempted request): blocks no longer needed are released. Registered
+ * blocks it keeps stay as they are (a later write into one copies it). */
 void kv_paged_seq_truncate(struct kv_paged *kv, int seq, int n_pos);
 
+/* Attaches to the empty sequence seq the longest chain of registered blocks
+ * matching tokens[0..n_tokens) under salt (whole blocks only; verified
+ * token by token). Returns the positions now covered (a multiple of
+ * block_tokens; 0 when nothing matched, seq is not open and empty, or its
+ * table cannot grow). The caller computes from there on; to get logits it
+ * must leave at least one token out of n_tokens. */
+int kv_paged_prefix_attach(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt);
+/* Registers the full blocks of seq among positions 0..min(n_tokens,
+ * n_pos)-1 not registered yet; tokens are the ids at those positions, whose
+ * K/V must be computed. A block whose prefix is already registered under
+ * another block is swapped for that block (its own goes back to the free
+ * list). Stops at a hash collision. Returns the leading blocks of seq now
+ * known to the cache. */
+int kv_paged_prefix_register(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt);
+/* The chained hash of one block (see above). */
+uint64_t kv_paged_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens, int n);
+
 static inline int32_t kv_paged_seq_len(const struct kv_paged *kv, int seq) { return kv->seqs[seq].n_pos; }
-static inline int64_t kv_paged_free_blocks(const struct kv_paged *kv) { return kv->n_free; }
-static inline int64_t kv_paged_used_blocks(const struct kv_paged *kv) { return kv->cfg.n_blocks - kv->n_free; }
+/* Blocks a sequence can get: never-registered free ones plus cached ones
+ * without a user (evicted on demand). */
+static inline int64_t kv_paged_free_blocks(const struct kv_paged *kv) { return kv->n_free + kv->n_cached; }
+static inline int64_t kv_paged_used_blocks(const struct kv_paged *kv) { return kv->cfg.n_blocks - kv_paged_free_blocks(kv); }
+/* Cached blocks with no user (on the LRU list). */
+static inline int64_t kv_paged_cached_blocks(const struct kv_paged *kv) { return kv->n_cached; }
+static inline bool kv_paged_block_registered(const struct kv_paged *kv, int32_t b) { return kv->key[b].serial != 0; }
 
 /* Checks the pool's bookkeeping: every block's count equals the number of
- * table entries naming it, and the free list holds exactly the blocks with
- * no user, once each. For tests and debugging; O(blocks + table entries). */
+ * table entries naming it; the free list holds exactly the unregistered
+ * blocks with no user and the LRU list exactly the registered ones with no
+ * user, once each, its links both ways agreeing; the index maps exactly
+ * the registered blocks, each under its own hash; every sequence's known
+ * chain is no longer than its full blocks. For tests and debugging;
+ * O(blocks + table entries). */
 bool kv_paged_consistent(const struct kv_paged *kv);
 
 #endif /* KVIK_KV_PAGED_H */

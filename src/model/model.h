@@ -57,6 +57,10 @@ struct model {
     struct layer_weights *layers;    /* [n_layer] */
     uint64_t weight_bytes;           /* bytes of all weights (read once per decode step) */
     void *panels;                    /* the matrices' repacked copies (tensor_matrix.panel), or NULL */
+    uint64_t identity;               /* tells this model's K/V apart from another's (prefix cache):
+                                        a hash of the file's bytes before the tensor data (header,
+                                        metadata, tensor infos), its size, and the first and last
+                                        4 KiB of tensor data; computed at load, no full read */
 };
 
 /* Loads and validates; on failure *out is NULL and err names the key or

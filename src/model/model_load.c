@@ -176,6 +176,15 @@ static kvik_status repack_weights(struct model *m, struct kvik_err *err) {
     return KVIK_OK;
 }
 
+/* struct model.identity: cheap, touches a few pages beyond the header. */
+static uint64_t file_identity(const struct gguf *g) {
+    uint64_t size = gguf_file_size(g), off = gguf_data_offset(g);
+    if (off > size) off = size;
+    uint64_t h = hash64(g->data, (size_t)off, size), rest = size - off, n = rest < 4096 ? rest : 4096;
+    h = hash64(g->data + off, (size_t)n, h);
+    return hash64(g->data + size - n, (size_t)n, h);
+}
+
 kvik_status model_load(const char *path, struct model **out, struct kvik_err *err) {
     *out = NULL;
     struct model *m = calloc(1, sizeof *m);
@@ -184,6 +193,7 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
     if (st) goto fail;
     struct model_hparams *hp = &m->hp;
     if ((st = read_hparams(m->file, hp, err))) goto fail;
+    m->identity = file_identity(m->file);
     int64_t emb = gguf_find_tensor(m->file, "token_embd.weight");
     if (emb < 0) {
         st = err_set(err, KVIK_ERR_FORMAT, "model: missing tensor 'token_embd.weight'");

@@ -88,6 +88,7 @@ struct server_config server_config_default(void) {
         .max_body = API_MAX_BODY_DEFAULT,
         .drain_timeout_s = 30,
         .max_connections = 512,
+        .prefix_cache = true,
     };
 }
 
@@ -141,21 +142,47 @@ static enum MHD_Result reply_unavailable(struct server *s, struct MHD_Connection
 
 /* ---- authentication --------------------------------------------------- */
 
-/* Equal strings, in time that depends only on the length of the key. */
-static bool key_equal(const char *given, const char *key) {
-    size_t lg = strlen(given), lk = strlen(key);
+/* given equals key[0..lk), in time that depends only on the length of the key. */
+static bool key_equal(const char *given, const char *key, size_t lk) {
+    size_t lg = strlen(given);
     unsigned diff = lg != lk;
     for (size_t i = 0; i < lk; i++) diff |= (unsigned)((unsigned char)(i < lg ? given[i] : 0) ^ (unsigned char)key[i]);
     return diff == 0;
 }
 
-static bool authorized(const struct server *s, struct MHD_Connection *conn) {
-    if (!s->cfg.api_key) return true;
+/* The token of "Authorization: Bearer TOKEN"; NULL if none. */
+static const char *bearer_token(struct MHD_Connection *conn) {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
     h += 7;
     while (*h == ' ') h++;
-    return key_equal(h, s->cfg.api_key);
+    return h;
+}
+
+/* The token is one of the comma-separated keys (each one compared). */
+static bool authorized(const struct server *s, struct MHD_Connection *conn) {
+    if (!s->cfg.api_key) return true;
+    const char *t = bearer_token(conn);
+    if (!t) return false;
+    bool ok = false;
+    for (const char *k = s->cfg.api_key;;) {
+        size_t n = strcspn(k, ",");
+        ok |= key_equal(t, k, n);
+        if (!k[n]) break;
+        k += n + 1;
+    }
+    return ok;
+}
+
+/* The prefix cache isolation key of an authorized request: the hash of its
+ * API key unless the cache is shared across keys (no authentication: one
+ * key for all), narrowed by its cache_salt. */
+static uint64_t cache_key(const struct server *s, struct MHD_Connection *conn, const char *salt) {
+    uint64_t k = 0;
+    const char *t = s->cfg.api_key && !s->cfg.prefix_cache_shared ? bearer_token(conn) : NULL;
+    if (t) k = hash64(t, strlen(t), 1);
+    if (salt) k = hash64_pair(k, hash64(salt, strlen(salt), 2));
+    return k;
 }
 
 /* ---- waiting on a job ------------------------------------------------- */
@@ -316,6 +343,7 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         .sampling = req.sp,
         .top_logprobs = req.logprobs ? req.top_logprobs : -1,
         .ignore_eos = req.ignore_eos,
+        .cache_key = cache_key(s, conn, req.cache_salt),
         .on_event = job_on_event,
         .user = j,
     };
@@ -699,6 +727,7 @@ static bool load_model(struct server *s) {
     if (s->cfg.max_batch_tokens) ec.max_batch_tokens = s->cfg.max_batch_tokens;
     if (s->cfg.max_queue) ec.max_queue = s->cfg.max_queue;
     ec.kv_type = s->cfg.kv_type;
+    ec.prefix_cache = s->cfg.prefix_cache;
     ec.kv_mem_mib = s->cfg.kv_mem_mib;
     if (s->cfg.ctx_total) { /* the pool in blocks: ctx_total tokens, rounded up */
         int bt = ec.block_tokens > 0 ? ec.block_tokens : 16;

@@ -167,6 +167,7 @@ bool job_on_event(void *user, const struct engine_event *ev) {
         c->safe = c->len;
         c->n_generated = ev->n_generated;
         if (ev->n_prompt > 0) j->n_prompt = ev->n_prompt;
+        if (ev->n_cached > j->n_cached) j->n_cached = ev->n_cached;
         /* tokens that gave only stopped or no text at the end are not reported */
         int keep = 0;
         while (keep < c->n_toks && c->toks[keep].start < c->len) keep++;

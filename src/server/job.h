@@ -67,6 +67,7 @@ struct job {
     struct job_choice *ch;  /* [n] */
     int n_done;
     int n_prompt;
+    int n_cached;           /* prompt tokens the engine found in its prefix cache */
     char *piece;            /* engine-thread scratch, detok_min_cap bytes */
     size_t piece_cap;
     bool overflow;          /* out of memory while collecting: ends as an error */

@@ -86,6 +86,9 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
     gauge(&b, "kvik_kv_cache_blocks_used", "KV-cache blocks in use.", (double)st->kv_blocks_used);
     counter(&b, "kvik_prompt_tokens_total", "Prompt tokens prefilled.", st->prompt_tokens);
     counter(&b, "kvik_generation_tokens_total", "Tokens generated.", st->generation_tokens);
+    counter(&b, "kvik_prefix_cache_queries_total", "Tokens looked up in the prefix cache.",
+            st->prefix_queries);
+    counter(&b, "kvik_prefix_cache_hits_total", "Tokens found in the prefix cache.", st->prefix_hits);
     counter(&b, "kvik_preemptions_total", "Sequences preempted when the KV cache ran out.", st->preemptions);
     counter(&b, "kvik_engine_steps_total", "Engine steps (batched forward passes).", st->steps);
     head(&b, "kvik_requests_total", "counter", "Choices finished, by finish reason.");

@@ -437,6 +437,7 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     bool chat = r->route == API_ROUTE_CHAT;
     if (get_string(root, "model", &r->model, e) == FIELD_BAD) return false;
     if (get_string(root, "user", &r->user, e) == FIELD_BAD) return false;
+    if (get_string(root, "cache_salt", &r->cache_salt, e) == FIELD_BAD) return false;
     if (chat ? !parse_messages(root, r, e) : !parse_prompt(root, r, e)) return false;
 
     long long x;
@@ -539,6 +540,7 @@ void api_request_free(struct api_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->user);
+    free(r->cache_salt);
     *r = (struct api_request){0};
 }
 

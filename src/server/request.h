@@ -81,6 +81,8 @@ struct api_request {
     int n_stop;
     bool ignore_eos;           /* extension (vLLM's): generate past end-of-generation tokens */
     char *user;                /* NULL: not given; only logged */
+    char *cache_salt;          /* NULL: not given; prefix cache entries are shared only by
+                                  requests with the same salt (and isolation key) */
 };
 
 /* Parses and validates body[0..len). On failure r is left empty (free is

@@ -143,19 +143,22 @@ static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *
     return lp;
 }
 
-/* Prompt and generated tokens of a job (under its lock). */
-static void job_usage(const struct resp_ctx *rc, const struct job *j, int64_t *prompt, int64_t *gen) {
-    *gen = 0;
-    for (int c = 0; c < j->n; c++) *gen += j->ch[c].n_generated;
-    *prompt = j->n_prompt > 0 ? j->n_prompt : rc->n_prompt;
+/* Prompt, generated and cached prompt tokens of a job (under its lock). */
+static void job_usage(const struct resp_ctx *rc, const struct job *j, struct resp_usage *u) {
+    u->completion_tokens = 0;
+    for (int c = 0; c < j->n; c++) u->completion_tokens += j->ch[c].n_generated;
+    u->prompt_tokens = j->n_prompt > 0 ? j->n_prompt : rc->n_prompt;
+    u->cached_tokens = j->n_cached;
 }
 
-static json_t *usage_json(int64_t prompt, int64_t gen) {
-    json_t *u = json_object();
-    json_object_set_new(u, "prompt_tokens", json_integer(prompt));
-    json_object_set_new(u, "completion_tokens", json_integer(gen));
-    json_object_set_new(u, "total_tokens", json_integer(prompt + gen));
-    return u;
+static json_t *usage_json(const struct resp_usage *u) {
+    json_t *o = json_object(), *details = json_object();
+    json_object_set_new(o, "prompt_tokens", json_integer(u->prompt_tokens));
+    json_object_set_new(o, "completion_tokens", json_integer(u->completion_tokens));
+    json_object_set_new(o, "total_tokens", json_integer(u->prompt_tokens + u->completion_tokens));
+    json_object_set_new(details, "cached_tokens", json_integer(u->cached_tokens));
+    json_object_set_new(o, "prompt_tokens_details", details);
+    return o;
 }
 
 static json_t *fingerprint(void) {
@@ -205,9 +208,9 @@ char *resp_full(const struct resp_ctx *rc, struct job *j) {
         json_array_append_new(choices, ch);
     }
     json_object_set_new(root, "choices", choices);
-    int64_t prompt, gen;
-    job_usage(rc, j, &prompt, &gen);
-    json_object_set_new(root, "usage", usage_json(prompt, gen));
+    struct resp_usage u;
+    job_usage(rc, j, &u);
+    json_object_set_new(root, "usage", usage_json(&u));
     char *s = json_dumps(root, RESP_JSON_FLAGS);
     json_decref(root);
     return s;
@@ -296,7 +299,7 @@ bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step
     }
     if (all_sent) {
         st->complete = true;
-        job_usage(rc, j, &st->prompt_tokens, &st->completion_tokens);
+        job_usage(rc, j, &st->usage);
     }
     return st->n > 0 || st->complete || st->failed;
 }
@@ -337,7 +340,7 @@ void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, s
     if (rc->include_usage) {
         json_t *root = envelope(rc, true);
         json_object_set_new(root, "choices", json_array());
-        json_object_set_new(root, "usage", usage_json(st->prompt_tokens, st->completion_tokens));
+        json_object_set_new(root, "usage", usage_json(&st->usage));
         emit(out, root);
     }
     sbuf_add(out, "data: [DONE]\n\n", 14);

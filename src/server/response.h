@@ -71,6 +71,13 @@ struct resp_delta {             /* one choice's news */
     char error[160];
 };
 
+/* "usage": {"prompt_tokens","completion_tokens","total_tokens",
+ * "prompt_tokens_details":{"cached_tokens"}} (cached: prompt tokens whose
+ * K/V came from the prefix cache). */
+struct resp_usage {
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
+};
+
 struct resp_step {
     const struct tokenizer *tok;
     bool logprobs;
@@ -78,7 +85,7 @@ struct resp_step {
     int n;
     bool complete;              /* every choice has sent its finish: usage, [DONE] */
     bool failed;                /* out of memory */
-    int64_t prompt_tokens, completion_tokens;
+    struct resp_usage usage;
 };
 
 bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step *st);

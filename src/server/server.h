@@ -12,6 +12,10 @@
  *
  * The server listens before the model is loaded: /health answers 503
  * {"status":"loading"} until the engine is up, 200 {"status":"ok"} after.
+ * Prefix cache: on unless turned off; entries are isolated per API key
+ * (the bearer token's hash; one shared key without authentication) and
+ * per cache_salt, unless prefix_cache_shared (docs/server.md says why).
+ *
  * SIGINT or SIGTERM drains: the listening socket closes, new requests on
  * open connections get 503, running ones finish (until drain_timeout_s,
  * then they are cancelled), and server_run returns 0.
@@ -27,7 +31,8 @@ struct server_config {
     const char *model_name;  /* NULL: the file name without .gguf */
     const char *host;        /* "127.0.0.1" */
     int port;                /* 8080; 0: any free port (printed) */
-    const char *api_key;     /* NULL: no authentication */
+    const char *api_key;     /* NULL: no authentication; else one key or several separated by
+                                commas (a comma is never part of a bearer token) */
     const char *chat_template; /* NULL: the model's */
     int n_threads;
     int n_ctx;               /* 0: the model's, at most 8192 */
@@ -38,6 +43,8 @@ struct server_config {
     size_t max_body;         /* request body limit in bytes */
     double drain_timeout_s;  /* how long running requests may finish on shutdown */
     int max_connections;     /* concurrent HTTP connections */
+    bool prefix_cache;       /* reuse cached KV blocks of earlier requests (default on) */
+    bool prefix_cache_shared; /* cached blocks shared across API keys (default: per key) */
 };
 
 struct server_config server_config_default(void);

@@ -1,0 +1,354 @@
+/*
+ * test_kv_prefix.c — the prefix cache of the paged KV cache (kv_index.h,
+ * the prefix part of kv_paged.h):
+ *   index       the hash index against a plain array under a long random
+ *               mix of inserts and removals, with keys crowded onto a few
+ *               home slots so probe runs wrap and deletions shift entries;
+ *   hits        attach finds the longest registered chain, whole blocks
+ *               only, not across salts, not past a changed token;
+ *   collisions  an index entry whose hash matches but whose tokens do not
+ *               is a miss;
+ *   eviction    never-registered blocks are used first, then cached ones,
+ *               least recently released first;
+ *   immutable   a write after a truncate into a registered block copies
+ *               it, leaving the cached rows intact;
+ *   random      thousands of open+attach, grow+register, fork, truncate,
+ *               close and preempt-then-readmit operations on a small pool,
+ *               where every row's value is a function of its token prefix:
+ *               every sequence always reads back the rows of its own
+ *               tokens, and kv_paged_consistent holds after each step.
+ */
+#include <stdlib.h>
+
+#include "kv/kv_index.h"
+#include "kv/kv_paged.h"
+#include "tensor/tensor.h"
+#include "test.h"
+
+/* ---- the hash index ------------------------------------------------------- */
+
+TEST(kv_index_matches_a_plain_array) {
+    enum { MAX = 200, KEYS = 600, STEPS = 20000 };
+    struct kv_index ix;
+    REQUIRE(kv_index_init(&ix, MAX));
+    static int32_t model[KEYS]; /* key k -> value or -1 */
+    uint64_t keys[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        model[k] = -1;
+        /* few distinct home slots: long runs that wrap around the table end */
+        keys[k] = ((uint64_t)(k % 7) * 0x3Bull + ix.mask - 3) & ix.mask;
+        keys[k] |= (uint64_t)(k + 1) << 40; /* the top bits make keys distinct; ^ >> 29 keeps slots crowded */
+        keys[k] ^= (keys[k] >> 29) & ix.mask;
+    }
+    uint64_t rng = 99;
+    int n = 0, refused_dup = 0, refused_full = 0, bad = 0;
+    for (int step = 0; step < STEPS && !bad; step++) {
+        int k = (int)(test_rand_u64(&rng) % KEYS);
+        int32_t v = (int32_t)(test_rand_u64(&rng) % 1000);
+        if (test_rand_u64(&rng) % 3) {
+            bool ok = kv_index_insert(&ix, keys[k], v);
+            bool want = model[k] < 0 && n < MAX;
+            if (ok != want) bad = 1;
+            if (ok) model[k] = v, n++;
+            else if (model[k] >= 0) refused_dup++;
+            else refused_full++;
+        } else {
+            bool wrong = model[k] >= 0 && kv_index_remove(&ix, keys[k], model[k] + 1);
+            bool ok = kv_index_remove(&ix, keys[k], model[k] < 0 ? v : model[k]);
+            if (wrong || ok != (model[k] >= 0)) bad = 2;
+            if (ok) model[k] = -1, n--;
+        }
+        if (ix.n != n) bad = 3;
+        for (int j = 0; j < KEYS && !bad; j++)
+            if (kv_index_find(&ix, keys[j]) != model[j]) bad = 4;
+        if (bad) test_fail(__FILE__, __LINE__, "step %d key %d: failure %d", step, k, bad);
+    }
+    CHECK_MSG(refused_dup > 0 && refused_full > 0, "duplicates refused %d, full refused %d", refused_dup, refused_full);
+    kv_index_free(&ix);
+    CHECK(!kv_index_init(&ix, 0));
+    CHECK(kv_index_find(&ix, 1) == -1 && !kv_index_insert(&ix, 1, 1) && !kv_index_remove(&ix, 1, 1));
+}
+
+/* ---- the cache on a small pool ------------------------------------------------ */
+
+enum { BT = 4 };
+
+static struct kv_paged_config prefix_cfg(int64_t n_blocks, int max_seqs) {
+    return (struct kv_paged_config){.n_layer = 2, .row_floats = 8, .type = TENSOR_TYPE_F32, .block_tokens = BT,
+                                    .n_blocks = n_blocks, .max_seqs = max_seqs};
+}
+
+/* The hash of tokens[0..p] (what the K/V at position p depend on). */
+static uint64_t prefix_id(const int32_t *tokens, int p) {
+    return hash64(tokens, (size_t)(p + 1) * sizeof *tokens, 7);
+}
+
+static uint32_t row_word(uint64_t prefix, int layer, bool is_v, int i) {
+    return (uint32_t)(hash64_pair(prefix, (uint64_t)(layer * 16 + is_v * 8 + i)) >> 16);
+}
+
+/* Writes the rows of positions from..to-1 of seq as its tokens determine. */
+static void write_prefix_rows(struct kv_paged *kv, int seq, const int32_t *tokens, int from, int to) {
+    for (int p = from; p < to; p++) {
+        uint64_t id = prefix_id(tokens, p);
+        for (int l = 0; l < kv->cfg.n_layer; l++)
+            for (int v = 0; v < 2; v++) {
+                uint8_t *r = kv->base.row(&kv->base, l, seq, p, v);
+                for (int i = 0; i < kv->cfg.row_floats; i++) {
+                    uint32_t w = row_word(id, l, v, i);
+                    memcpy(r + 4 * (size_t)i, &w, 4);
+                }
+            }
+    }
+}
+
+/* Every row of seq holds what its tokens determine. */
+static bool rows_match(struct kv_paged *kv, int seq, const int32_t *tokens) {
+    for (int p = 0; p < kv_paged_seq_len(kv, seq); p++) {
+        uint64_t id = prefix_id(tokens, p);
+        for (int l = 0; l < kv->cfg.n_layer; l++)
+            for (int v = 0; v < 2; v++) {
+                const uint8_t *r = kv->base.row(&kv->base, l, seq, p, v);
+                for (int i = 0; i < kv->cfg.row_floats; i++) {
+                    uint32_t w;
+                    memcpy(&w, r + 4 * (size_t)i, 4);
+                    if (!r || w != row_word(id, l, v, i)) return false;
+                }
+            }
+    }
+    return true;
+}
+
+/* A sequence holding tokens[0..n) computed (after any cache hit) and
+ * registered; its id, -1 on failure. *hit gets the attached positions. */
+static int compute_seq(struct kv_paged *kv, const int32_t *tokens, int n, uint64_t salt, int *hit) {
+    int s = kv_paged_seq_open(kv);
+    if (s < 0) return -1;
+    int h = kv_paged_prefix_attach(kv, s, tokens, n - 1, salt);
+    if (hit) *hit = h;
+    if (!kv_paged_seq_grow(kv, s, n)) {
+        kv_paged_seq_close(kv, s);
+        return -1;
+    }
+    write_prefix_rows(kv, s, tokens, h, n);
+    kv_paged_prefix_register(kv, s, tokens, n, salt);
+    return s;
+}
+
+TEST(kv_prefix_attach_finds_the_longest_verified_chain) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(16, 4);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[14] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+    int hit;
+    int a = compute_seq(&kv, t, 10, 1, &hit);
+    REQUIRE(a >= 0);
+    CHECK_EQ_INT(hit, 0);
+    CHECK_EQ_INT(kv.seqs[a].n_chain, 2); /* positions 0..7; the third block is partial */
+    CHECK(kv_paged_block_registered(&kv, kv.seqs[a].blocks[1]) && !kv_paged_block_registered(&kv, kv.seqs[a].blocks[2]));
+    int32_t b0 = kv.seqs[a].blocks[0], b1 = kv.seqs[a].blocks[1];
+    kv_paged_seq_close(&kv, a);
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 2);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 16);
+    CHECK(kv_paged_consistent(&kv));
+
+    /* the same tokens: both blocks, the very same ones, rows intact */
+    int b = compute_seq(&kv, t, 14, 1, &hit);
+    REQUIRE(b >= 0);
+    CHECK_EQ_INT(hit, 8);
+    CHECK(kv.seqs[b].blocks[0] == b0 && kv.seqs[b].blocks[1] == b1);
+    CHECK(rows_match(&kv, b, t));
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 0);
+    CHECK_EQ_INT(kv.seqs[b].n_chain, 3);
+    /* in use by b and attached by d too */
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 13, 1), 12);
+    CHECK_EQ_INT(kv.ref[b0], 2);
+    CHECK(rows_match(&kv, d, t));
+    kv_paged_seq_close(&kv, d);
+    /* another salt: nothing; a changed token in block 1: block 0 only; a
+     * prompt of one block and a token: that block */
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 13, 2), 0);
+    kv_paged_seq_close(&kv, d);
+    int32_t u[14];
+    memcpy(u, t, sizeof u);
+    u[6] = 99;
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, u, 13, 1), 4);
+    CHECK_EQ_INT(kv_paged_seq_len(&kv, d), 4);
+    kv_paged_seq_close(&kv, d);
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 3, 1), 0); /* less than a block */
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, NULL, 13, 1), 0);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, 99, t, 13, 1), 0);
+    CHECK_EQ_INT(kv_paged_prefix_register(&kv, -1, t, 13, 1), 0);
+    kv_paged_seq_close(&kv, d);
+    kv_paged_seq_close(&kv, b);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_hash_collision_is_a_miss) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(8, 2);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[5] = {1, 2, 3, 4, 5}, u[5] = {1, 2, 3, 9, 5};
+    int a = compute_seq(&kv, t, 5, 0, NULL);
+    REQUIRE(a >= 0);
+    int32_t b0 = kv.seqs[a].blocks[0];
+    kv_paged_seq_close(&kv, a);
+    /* make t's block answer to u's hash, as a collision would */
+    uint64_t hu = kv_paged_block_hash(0, 0, u, BT);
+    REQUIRE(kv_index_remove(&kv.index, kv.key[b0].hash, b0));
+    REQUIRE(kv_index_insert(&kv.index, hu, b0));
+    kv.key[b0].hash = hu;
+    REQUIRE(kv_paged_consistent(&kv));
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, u, 4, 0), 0);
+    /* computing u then keeps its block out of the cache (the hash is taken) */
+    REQUIRE(kv_paged_seq_grow(&kv, d, 5));
+    write_prefix_rows(&kv, d, u, 0, 5);
+    CHECK_EQ_INT(kv_paged_prefix_register(&kv, d, u, 5, 0), 0);
+    CHECK(!kv_paged_block_registered(&kv, kv.seqs[d].blocks[0]));
+    CHECK(rows_match(&kv, d, u));
+    kv_paged_seq_close(&kv, d);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_eviction_takes_empty_blocks_then_least_recent) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(6, 4);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t p[3][4] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}};
+    int32_t blk[3];
+    for (int i = 0; i < 3; i++) { /* three one-block prompts, released in order 0, 1, 2 */
+        int s = compute_seq(&kv, p[i], 4, 0, NULL);
+        REQUIRE(s >= 0);
+        blk[i] = kv.seqs[s].blocks[0];
+        kv_paged_seq_close(&kv, s);
+    }
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 3);
+    /* three never-registered blocks go first: the cache is untouched */
+    int s = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 12));
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 3);
+    /* then the least recently released: prompt 0's block */
+    REQUIRE(kv_paged_seq_grow(&kv, s, 13));
+    CHECK(kv.seqs[s].blocks[3] == blk[0] && !kv_paged_block_registered(&kv, blk[0]));
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 2);
+    /* a hit on prompt 1 makes it recent: prompt 2's block goes next */
+    int h = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, h, p[1], 4, 0), 4);
+    kv_paged_seq_close(&kv, h);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 17));
+    CHECK(kv.seqs[s].blocks[4] == blk[2]);
+    h = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, h, p[2], 4, 0), 0);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, h, p[1], 4, 0), 4);
+    /* the pool is full: nothing more to take */
+    CHECK(!kv_paged_seq_grow(&kv, s, 21));
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_seq_close(&kv, h);
+    kv_paged_seq_close(&kv, s);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 6);
+    kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_registered_blocks_are_immutable) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(8, 3);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[9] = {4, 3, 2, 1, 8, 7, 6, 5, 0}, u[9] = {4, 3, 2, 1, 8, 9, 9, 9, 0};
+    int a = compute_seq(&kv, t, 9, 0, NULL);
+    REQUIRE(a >= 0);
+    int32_t b1 = kv.seqs[a].blocks[1];
+    /* a rejected draft: back into block 1, which only a holds */
+    kv_paged_seq_truncate(&kv, a, 5);
+    CHECK_EQ_INT(kv.seqs[a].n_chain, 1);
+    CHECK_EQ_INT(kv.ref[b1], 1);
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, a, 6), 1); /* the copy */
+    REQUIRE(kv_paged_seq_grow(&kv, a, 9));
+    CHECK(kv.seqs[a].blocks[1] != b1 && kv_paged_block_registered(&kv, b1));
+    write_prefix_rows(&kv, a, u, 5, 9);
+    CHECK(rows_match(&kv, a, u));
+    CHECK_EQ_INT(kv_paged_prefix_register(&kv, a, u, 9, 0), 2);
+    /* both continuations are cached, each with its own rows */
+    int d = kv_paged_seq_open(&kv), e = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 8, 0), 8);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, e, u, 8, 0), 8);
+    CHECK(rows_match(&kv, d, t) && rows_match(&kv, e, u));
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+/* A long random mix on a small pool with a tiny token alphabet, so that
+ * prompts share prefixes often and the pool is always under pressure. */
+TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
+    enum { SEQS = 10, MAXLEN = 32, STEPS = 8000, NB = 24 };
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(NB, SEQS);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t tok[SEQS][MAXLEN];
+    uint64_t salt[SEQS];
+    bool open[SEQS] = {0};
+    uint64_t rng = 4242;
+    int hits = 0, readmit_hits = 0, forks = 0, evictions_seen = 0, bad = 0;
+    for (int step = 0; step < STEPS && !bad; step++) {
+        int op = (int)(test_rand_u64(&rng) % 6), s = (int)(test_rand_u64(&rng) % SEQS);
+        int len = open[s] ? kv_paged_seq_len(&kv, s) : 0;
+        int64_t cached_before = kv_paged_cached_blocks(&kv);
+        if (op == 0 && !open[s]) { /* a new request: attach, compute the rest */
+            int n = 2 + (int)(test_rand_u64(&rng) % 20);
+            int32_t t[MAXLEN];
+            for (int i = 0; i < n; i++) t[i] = (int32_t)(test_rand_u64(&rng) % (i < 8 ? 2 : 3));
+            uint64_t sl = test_rand_u64(&rng) % 2;
+            int h = 0, id = compute_seq(&kv, t, n, sl, &h);
+            if (id >= 0) {
+                open[id] = true, salt[id] = sl, hits += h > 0;
+                memcpy(tok[id], t, sizeof t);
+            }
+        } else if (op == 1 && open[s]) {
+            int f = kv_paged_seq_fork(&kv, s);
+            if (f >= 0) {
+                open[f] = true, forks++, salt[f] = salt[s];
+                memcpy(tok[f], tok[s], sizeof tok[s]);
+            }
+        } else if (op == 2 && open[s]) { /* decode or a prompt chunk */
+            int to = len + 1 + (int)(test_rand_u64(&rng) % 6);
+            if (to > MAXLEN) to = MAXLEN;
+            for (int p = len; p < to; p++) tok[s][p] = (int32_t)(test_rand_u64(&rng) % 3);
+            if (kv_paged_seq_grow(&kv, s, to)) {
+                write_prefix_rows(&kv, s, tok[s], len, to);
+                kv_paged_prefix_register(&kv, s, tok[s], to, salt[s]);
+            }
+        } else if (op == 3 && open[s]) { /* a rejected draft */
+            kv_paged_seq_truncate(&kv, s, (int)(test_rand_u64(&rng) % (unsigned)(len + 1)));
+        } else if (op == 4 && open[s]) { /* finished */
+            kv_paged_seq_close(&kv, s);
+            open[s] = false;
+        } else if (op == 5 && open[s] && len > 1) { /* preempted, then readmitted at once */
+            kv_paged_seq_close(&kv, s);
+            open[s] = false;
+            int h = 0, id = compute_seq(&kv, tok[s], len, salt[s], &h);
+            if (id >= 0) {
+                open[id] = true, salt[id] = salt[s], readmit_hits += h >= (len - 1) / BT * BT && h > 0;
+                if (id != s) memcpy(tok[id], tok[s], sizeof tok[s]);
+            }
+        }
+        if (kv_paged_cached_blocks(&kv) < cached_before && op == 2) evictions_seen++;
+        if (!kv_paged_consistent(&kv)) bad = 1;
+        for (int q = 0; q < SEQS && !bad; q++)
+            if (open[q] && !rows_match(&kv, q, tok[q])) bad = 2;
+        if (bad) test_fail(__FILE__, __LINE__, "step %d op %d seq %d: failure %d", step, op, s, bad);
+    }
+    CHECK_MSG(hits > 20 && readmit_hits > 50 && forks > 100 && evictions_seen > 50,
+              "hits %d, readmissions hitting their own blocks %d, forks %d, evictions %d", hits, readmit_hits, forks,
+              evictions_seen);
+    for (int s = 0; s < SEQS; s++)
+        if (open[s]) kv_paged_seq_close(&kv, s);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), NB);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
