@@ -36,8 +36,9 @@ static kvik_status nomem(struct kvik_err *err) { return err_set(err, KVIK_ERR_NO
 
 /* The draft model, its cache and sampler. */
 static kvik_status draft_start(struct gen *g, struct gen_spec *sp, const struct gen_opts *o, struct kvik_err *err) {
-    kvik_status st = model_load(o->model_draft, &sp->dm, err);
-    if (st) return err_set(err, st, "draft model: %s", err->msg);
+    struct kvik_err e2 = {0};
+    kvik_status st = model_load(o->model_draft, &sp->dm, &e2);
+    if (st) return err_set(err, st, "draft model: %s", e2.msg);
     if ((st = spec_check_vocab(g->model, sp->dm, err))) return st;
     const struct model_hparams *hp = &sp->dm->hp;
     size_t nv = (size_t)hp->n_vocab;
