@@ -16,9 +16,13 @@
  *                     use; a draft model with another vocabulary is refused;
  *   kvik run          --spec ngram and --spec draft print the same greedy
  *                     ids as plain decoding; bad flags exit 2 and a draft
- *                     model with another vocabulary exits 1 naming it.
+ *                     model with another vocabulary exits 1 naming it;
+ *   kvik serve        --spec ngram answers a greedy completion with the
+ *                     plain server's text and counts drafts in /metrics
+ *                     (promtool-clean); bad --spec flags exit 2.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 #include "engine/engine.h"
 #include "engine/spec.h"
 #include "model/synth.h"
+#include "serve_harness.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -467,4 +472,58 @@ TEST(spec_run_bad_flags_and_vocabulary) {
     snprintf(cmd, sizeof cmd, "run -m %s -p hi -n 4 -t 1 --model-draft /nonexistent.gguf", path);
     CHECK_EQ_INT(test_run_kvik(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_MSG(strstr(err, "draft model") != NULL, "stderr: %s", err);
+}
+
+/* ---- kvik serve ---------------------------------------------------------------- */
+
+/* The text of a greedy completion from a server started with args; NULL
+ * (test failed or skipped) if it does not answer. *metrics gets /metrics. */
+static char *serve_completion(const char *args, char **metrics) {
+    struct serve_proc s;
+    if (!serve_start(&s, args, 120)) return NULL;
+    struct http_reply r;
+    const char *body = "{\"prompt\":\"Repeat after me: one two three four five six, one two three four five six, "
+                       "one two\",\"max_tokens\":32,\"temperature\":0}";
+    long st = http_post(&s, "/v1/completions", body, &r);
+    CHECK_EQ_INT(st, 200);
+    char *text = r.body;
+    r.body = NULL;
+    http_reply_free(&r);
+    http_call(&s, "GET", "/metrics", NULL, NULL, false, 10, &r);
+    *metrics = r.body;
+    r.body = NULL;
+    http_reply_free(&r);
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+    return text;
+}
+
+static const char *completion_text(const char *json) {
+    const char *p = json ? strstr(json, "\"text\":") : NULL;
+    return p ? p : "";
+}
+
+TEST(spec_serve_ngram_same_text_and_metrics) {
+    char *m0 = NULL, *m1 = NULL;
+    char *plain = serve_completion("-t 1 -c 512 --max-seqs 4", &m0);
+    if (!plain) return;
+    char *spec = serve_completion("-t 1 -c 512 --max-seqs 4 --spec ngram --spec-max 6", &m1);
+    REQUIRE(spec && m1);
+    const char *a = completion_text(plain), *b = completion_text(spec);
+    size_t n = strcspn(a, "}");
+    CHECK_MSG(strncmp(a, b, n) == 0, "spec %.200s vs plain %.200s", b, a);
+    double drafts = 0, acc = 0, pos1 = 0;
+    CHECK(metrics_value(m1, "kvik_spec_drafts_total", &drafts) && drafts > 0);
+    CHECK(metrics_value(m1, "kvik_spec_accepted_tokens_total", &acc) && acc > 0);
+    CHECK(metrics_value(m1, "kvik_spec_accepted_by_position_total{position=\"1\"}", &pos1) && pos1 > 0);
+    CHECK(metrics_value(m0, "kvik_spec_drafts_total", &drafts) && drafts == 0);
+    char out[4096];
+    int rc = test_promtool_check(m1, out, sizeof out);
+    CHECK_MSG(rc == 0 || rc == -1, "promtool check metrics: %d: %s", rc, out);
+    free(plain), free(spec), free(m0), free(m1);
+
+    static char o[4096], e[4096];
+    CHECK_EQ_INT(test_run_kvik("serve --spec draft", o, sizeof o, e, sizeof e), 2);
+    CHECK_EQ_INT(test_run_kvik("serve --spec sometimes", o, sizeof o, e, sizeof e), 2);
+    CHECK_EQ_INT(test_run_kvik("serve --spec ngram --model-draft x.gguf", o, sizeof o, e, sizeof e), 2);
+    CHECK_EQ_INT(test_run_kvik("serve --spec-max 99", o, sizeof o, e, sizeof e), 2);
 }

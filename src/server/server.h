@@ -38,6 +38,9 @@ struct server_config {
     size_t max_body;         /* request body limit in bytes */
     double drain_timeout_s;  /* how long running requests may finish on shutdown */
     int max_connections;     /* concurrent HTTP connections */
+    int spec_mode;           /* enum spec_mode: speculative decoding (SPEC_NONE) */
+    const char *model_draft; /* SPEC_DRAFT: the draft model's path */
+    int spec_max, spec_ngram; /* 0: the engine's defaults */
 };
 
 struct server_config server_config_default(void);
