@@ -173,14 +173,20 @@ TEST(spec_ctl_adapts_and_pauses) {
     CHECK_EQ_INT(spec_ctl_want(&c), 8); /* capped at max */
     spec_ctl_update(&c, 8, 2);
     CHECK_EQ_INT(spec_ctl_want(&c), 3); /* just past the rejection */
-    for (int i = 0; i < 3; i++) spec_ctl_update(&c, spec_ctl_want(&c), 0);
-    int paused = 0;
+    /* rate 1 -> 0.7 (2 of 8) -> 0.42 -> 0.25: paused after the third */
+    spec_ctl_update(&c, 3, 0);
+    CHECK_EQ_INT(spec_ctl_want(&c), 1);
+    spec_ctl_update(&c, 1, 0);
+    CHECK_EQ_INT(spec_ctl_want(&c), 0);
+    int paused = 1;
     while (spec_ctl_want(&c) == 0) paused++;
     CHECK_EQ_INT(paused, 8); /* eight steps without a draft */
-    for (int i = 0; i < 3; i++) spec_ctl_update(&c, 1, 0);
+    spec_ctl_update(&c, 1, 0); /* 0.5 after the pause -> 0.3: paused again at once, twice as long */
     paused = 0;
     while (spec_ctl_want(&c) == 0) paused++;
-    CHECK_EQ_INT(paused, 16); /* the pause doubles */
+    CHECK_EQ_INT(paused, 16);
+    spec_ctl_update(&c, 4, 4); /* 0.5 -> 0.7: drafting on */
+    CHECK(spec_ctl_want(&c) > 0);
 }
 
 /* ---- the engine on the real model ---------------------------------------------- */

@@ -141,10 +141,17 @@ int spec_verify(struct sampler *smp, const float *rows, const float *q_rows, int
 
 /* ---- adaptive draft length ----------------------------------------------- */
 
-enum { PAUSE_FIRST = 8, PAUSE_LONGEST = 512, MISSES_TO_PAUSE = 3 };
+enum { PAUSE_FIRST = 8, PAUSE_LONGEST = 512 };
+/* A verification step of a few tokens costs much more than one token's on
+ * small-batch CPU kernels: drafting pays only while most of a draft is
+ * accepted. The acceptance rate is averaged over recent drafts (weight
+ * RATE_NEW for the newest); below RATE_PAUSE speculation pauses. */
+#define RATE_NEW 0.4
+#define RATE_PAUSE 0.35
+#define RATE_AFTER_PAUSE 0.5
 
 void spec_ctl_init(struct spec_ctl *c, int max) {
-    *c = (struct spec_ctl){.max = max, .k = max < 4 ? max : 4, .pause_len = PAUSE_FIRST};
+    *c = (struct spec_ctl){.max = max, .k = max < 4 ? max : 4, .pause_len = PAUSE_FIRST, .rate = 1.0};
 }
 
 int spec_ctl_want(struct spec_ctl *c) {
@@ -157,20 +164,14 @@ int spec_ctl_want(struct spec_ctl *c) {
 
 void spec_ctl_update(struct spec_ctl *c, int proposed, int accepted) {
     if (proposed <= 0) return;
-    if (accepted == proposed) { /* all taken: try a longer one */
-        c->k = c->k + 2 < c->max ? c->k + 2 : c->max;
-        c->misses = 0;
-        c->pause_len = PAUSE_FIRST;
-    } else if (accepted > 0) { /* just past the first rejection */
-        c->k = accepted + 1;
-        c->misses = 0;
-        c->pause_len = PAUSE_FIRST;
-    } else {
-        c->k = c->k / 2 > 1 ? c->k / 2 : 1;
-        if (++c->misses >= MISSES_TO_PAUSE) {
-            c->pause = c->pause_len;
-            c->pause_len = c->pause_len * 2 < PAUSE_LONGEST ? c->pause_len * 2 : PAUSE_LONGEST;
-            c->misses = 0;
-        }
+    c->rate = (1 - RATE_NEW) * c->rate + RATE_NEW * (double)accepted / (double)proposed;
+    if (accepted == proposed) c->k = c->k + 2 < c->max ? c->k + 2 : c->max; /* all taken: try a longer one */
+    else if (accepted > 0) c->k = accepted + 1;                            /* just past the first rejection */
+    else c->k = c->k / 2 > 1 ? c->k / 2 : 1;
+    if (c->rate >= 2 * RATE_PAUSE) c->pause_len = PAUSE_FIRST;
+    if (c->rate < RATE_PAUSE) { /* not paying: pause, longer each time it fails again */
+        c->pause = c->pause_len;
+        c->pause_len = c->pause_len * 2 < PAUSE_LONGEST ? c->pause_len * 2 : PAUSE_LONGEST;
+        c->rate = RATE_AFTER_PAUSE;
     }
 }

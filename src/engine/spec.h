@@ -28,10 +28,10 @@
  *               but the draft logits).
  *
  * Draft length adapts per sequence (struct spec_ctl): it grows while whole
- * drafts are accepted, shrinks to just past the first rejection, and after
- * several drafts in a row with nothing accepted speculation pauses for a
- * while (doubling each time it fails again), so a sequence that does not
- * copy decodes at plain speed.
+ * drafts are accepted and shrinks to just past the first rejection; when
+ * the recent acceptance rate falls below about a third, speculation pauses
+ * for a while (doubling each time it fails again), so a sequence that does
+ * not copy decodes at nearly plain speed.
  *
  * The engine's use (one batch for every running sequence's draft, KV
  * rollback with kv_paged_seq_truncate, a second paged pool for the draft
@@ -109,7 +109,7 @@ int spec_verify(struct sampler *smp, const float *rows, const float *q_rows, int
 struct spec_ctl {
     int max;        /* longest draft */
     int k;          /* draft length to ask for next */
-    int misses;     /* drafts in a row with nothing accepted */
+    double rate;    /* recent acceptance rate (moving average over drafts) */
     int pause;      /* steps left without speculation */
     int pause_len;  /* the next pause's length */
 };
