@@ -31,6 +31,7 @@
 #include "engine/spec.h"
 #include "model/synth.h"
 #include "serve_harness.h"
+#include "model_fixture.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -221,15 +222,7 @@ static struct sfix *sfix(void) {
         return f->ok ? f : NULL;
     }
     f->tried = true;
-    char path[4096];
-    if (!test_default_model(path, sizeof path)) return NULL;
-    struct kvik_err err = {0};
-    if (model_load(path, &f->m, &err) || tokenizer_load(f->m->file, &f->tok, &err)) {
-        test_fail(__FILE__, __LINE__, "loading the default model: %s", err.msg);
-        return NULL;
-    }
-    for (int32_t id = 0; id < f->m->hp.n_vocab && f->n_eog < MAX_EOG; id++)
-        if (tokenizer_is_eog(f->tok, id)) f->eog[f->n_eog++] = id;
+    if (!test_model_get(&f->m, &f->tok, f->eog, MAX_EOG, &f->n_eog)) return NULL;
     for (int i = 0; i < N_REQ; i++) {
         int64_t n = tokenizer_encode(f->tok, k_prompts[i], strlen(k_prompts[i]), false, false, f->prompt[i], MAX_P);
         if (n < 1 || n > MAX_P) {
