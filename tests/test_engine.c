@@ -36,6 +36,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "tensor/tensor.h"
+#include "model_fixture.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
 
@@ -71,15 +72,7 @@ static struct fixture *fixture(void) {
         return f->ok ? f : NULL;
     }
     f->tried = true;
-    char path[4096];
-    if (!test_default_model(path, sizeof path)) return NULL;
-    struct kvik_err err = {0};
-    if (model_load(path, &f->m, &err) || tokenizer_load(f->m->file, &f->tok, &err)) {
-        test_fail(__FILE__, __LINE__, "loading the default model: %s", err.msg);
-        return NULL;
-    }
-    for (int32_t id = 0; id < f->m->hp.n_vocab && f->n_eog < MAX_EOG; id++)
-        if (tokenizer_is_eog(f->tok, id)) f->eog[f->n_eog++] = id;
+    if (!test_model_get(&f->m, &f->tok, f->eog, MAX_EOG, &f->n_eog)) return NULL;
     for (int i = 0; i < N_PROMPTS; i++) {
         char text[256];
         snprintf(text, sizeof text, k_forms[i % 4], k_topics[i / 4]);

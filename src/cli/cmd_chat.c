@@ -347,6 +347,10 @@ int cmd_chat(int argc, char **argv) {
     char pathbuf[4096];
     const char *path;
     if (!gen_opts_check(&o.g, "chat", pathbuf, sizeof pathbuf, &path)) return 2;
+    if (o.g.spec || o.g.model_draft) {
+        fprintf(stderr, "kvik chat: --spec and --model-draft are for kvik run and kvik serve\n");
+        return 2;
+    }
     if (!cli_model_exists(path, o.g.model, "chat")) return 1;
     struct kvik_err err = {0};
 

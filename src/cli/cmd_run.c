@@ -22,7 +22,7 @@ static void usage(FILE *f) {
             "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
             "  -p TEXT        prompt\n"
             "  -f FILE        read the prompt from FILE\n"
-            "  -n N           tokens to generate (default 128)\n" GEN_USAGE_OPTIONS
+            "  -n N           tokens to generate (default 128)\n" GEN_USAGE_OPTIONS GEN_USAGE_SPEC
             "  --chat         wrap the prompt as a user turn in the model's chat template\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (implies --chat)\n"
             "  --json         print one JSON object (text, token ids, timings) instead of streaming\n");
@@ -138,7 +138,9 @@ int cmd_run(int argc, char **argv) {
     }
     tokenizer_encode(g.tok, prompt, prompt_len, true, parse_special, ids, n_prompt);
     int max_batch = n_prompt < GEN_PREFILL_BATCH ? (int)n_prompt : GEN_PREFILL_BATCH;
+    if (max_batch < o.g.spec_max + 1) max_batch = (int)o.g.spec_max + 1; /* a draft and the token before it */
     if (gen_start(&g, (int)o.g.threads, max_batch, n_ctx, &o.g.sp, &err)) goto fail;
+    if (gen_spec_start(&g, &o.g, &err)) goto fail;
     for (int64_t i = 0; i < n_prompt; i++) sampler_accept(g.smp, ids[i]);
     t_load = clock_ns() - t_load;
 
@@ -166,6 +168,9 @@ int cmd_run(int argc, char **argv) {
     else
         snprintf(bw_text, sizeof bw_text, " (kvik bench kernels -t %ld measures the read bandwidth to compare with)",
                  o.g.threads);
+    struct gen_spec_stats ss;
+    gen_spec_stats(&g, &ss);
+    double acc = ss.drafted ? (double)ss.accepted / (double)ss.drafted : 0;
     if (o.json) {
         printf("{\"model\":");
         cli_json_str(stdout, path, strlen(path));
@@ -178,10 +183,12 @@ int cmd_run(int argc, char **argv) {
         printf(",\"timings\":{\"load_s\":%.4f,\"prompt_tokens\":%lld,\"prefill_s\":%.4f,\"prefill_tok_s\":%.2f,"
                "\"ttft_s\":%.4f,\"generated_tokens\":%lld,\"decode_s\":%.4f,\"decode_tok_s\":%.2f,"
                "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"pct_read_bandwidth\":%.1f,"
-               "\"peak_rss_bytes\":%llu}}\n",
+               "\"peak_rss_bytes\":%llu,\"spec_steps\":%lld,\"spec_drafts\":%lld,\"spec_draft_tokens\":%lld,"
+               "\"spec_accepted_tokens\":%lld,\"spec_acceptance\":%.4f}}\n",
                (double)t_load * 1e-9, (long long)n_prompt, prefill_s, (double)n_prompt / prefill_s,
                (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs, bw,
-               bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss());
+               bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss(), (long long)ss.steps,
+               (long long)ss.drafts, (long long)ss.drafted, (long long)ss.accepted, acc);
     } else {
         printf("\n");
         fprintf(stderr,
@@ -190,6 +197,11 @@ int cmd_run(int argc, char **argv) {
                 "kvik: peak RSS %.1f MiB, %ld threads, %s\n",
                 (long long)n_prompt, (double)n_prompt / prefill_s, (double)t_first * 1e-6, (long long)n_gen, tg,
                 tg > 0 ? 1e3 / tg : 0, gbs, bw_text, (double)mem_peak_rss() / (1 << 20), o.g.threads, kvik_cpu_isa());
+        if (g.spec)
+            fprintf(stderr,
+                    "kvik: speculative: %lld verification steps, %lld drafts of %lld tokens, %lld accepted (%.1f%%)\n",
+                    (long long)ss.steps, (long long)ss.drafts, (long long)ss.drafted, (long long)ss.accepted,
+                    100 * acc);
     }
     rc = 0;
     goto done;

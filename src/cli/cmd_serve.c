@@ -8,6 +8,7 @@
 
 #include "base/base.h"
 #include "cli/cli.h"
+#include "engine/spec.h"
 #include "server/server.h"
 #include "tensor/tensor.h"
 
@@ -36,6 +37,10 @@ static void usage(FILE *f) {
             "  --max-body BYTES    request body limit (default 4194304)\n"
             "  --drain-timeout S   on SIGINT/SIGTERM, seconds running requests may finish (default 30)\n"
             "  --max-connections N concurrent HTTP connections (default 512)\n"
+            "  --spec MODE         speculative decoding: none (default), ngram (prompt lookup) or draft\n"
+            "  --model-draft PATH  draft model with the model's vocabulary (implies --spec draft)\n"
+            "  --spec-max N        longest draft, 1..16 (default 8; adapts per sequence)\n"
+            "  --spec-ngram N      longest n-gram prompt lookup matches, 1..8 (default 3)\n"
             "Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"
             "GET /v1/models, /health, /metrics. See docs/server.md.\n");
 }
@@ -49,6 +54,7 @@ int cmd_serve(int argc, char **argv) {
     struct server_config cfg = server_config_default();
     const char *model = NULL;
     long l;
+    bool spec_given = false;
     cfg.n_threads = cpu_count();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -108,6 +114,19 @@ int cmd_serve(int argc, char **argv) {
             float f;
             if (!cli_parse_float(v, 0, 86400, &f)) return bad_value(a, v);
             cfg.drain_timeout_s = f;
+        } else if (!strcmp(a, "--spec")) {
+            enum spec_mode m;
+            if (!spec_mode_parse(v, &m)) return bad_value(a, v);
+            cfg.spec_mode = m;
+            spec_given = true;
+        } else if (!strcmp(a, "--model-draft")) {
+            cfg.model_draft = v;
+        } else if (!strcmp(a, "--spec-max")) {
+            if (!cli_parse_long(v, 1, SPEC_MAX_DRAFT, &l)) return bad_value(a, v);
+            cfg.spec_max = (int)l;
+        } else if (!strcmp(a, "--spec-ngram")) {
+            if (!cli_parse_long(v, 1, 8, &l)) return bad_value(a, v);
+            cfg.spec_ngram = (int)l;
         } else if (!strcmp(a, "--max-connections")) {
             if (!cli_parse_long(v, 1, 100000, &l)) return bad_value(a, v);
             cfg.max_connections = (int)l;
@@ -115,6 +134,15 @@ int cmd_serve(int argc, char **argv) {
             fprintf(stderr, "kvik serve: unknown argument '%s' (try kvik serve --help)\n", a);
             return 2;
         }
+    }
+    if (cfg.model_draft && !spec_given) cfg.spec_mode = SPEC_DRAFT;
+    if (cfg.spec_mode == SPEC_DRAFT && !cfg.model_draft) {
+        fprintf(stderr, "kvik serve: --spec draft needs --model-draft PATH\n");
+        return 2;
+    }
+    if (cfg.spec_mode != SPEC_DRAFT && cfg.model_draft) {
+        fprintf(stderr, "kvik serve: --model-draft goes with --spec draft\n");
+        return 2;
     }
     if (cfg.kv_mem_mib && cfg.ctx_total) {
         fprintf(stderr, "kvik serve: give --kv-mem or --ctx-total, not both\n");

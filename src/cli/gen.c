@@ -8,9 +8,11 @@
 
 #include "cli/cli.h"
 #include "cli/gen.h"
+#include "engine/spec.h"
 
 struct gen_opts gen_opts_default(long n_gen) {
-    return (struct gen_opts){.n_gen = n_gen, .threads = cpu_count(), .sp = sampler_params_default()};
+    return (struct gen_opts){.n_gen = n_gen, .threads = cpu_count(), .sp = sampler_params_default(),
+                             .spec_max = SPEC_DEFAULT_MAX, .spec_ngram = SPEC_DEFAULT_NGRAM};
 }
 
 /* Stores the value v of shared option a: 1, -1 for a bad value, 0 if a is
@@ -20,6 +22,10 @@ static int parse_opt(struct gen_opts *o, const char *a, const char *v) {
     bool ok = true;
     if (!strcmp(a, "-m")) o->model = v;
     else if (!strcmp(a, "--chat-template")) o->chat_template = v;
+    else if (!strcmp(a, "--spec")) o->spec = v;
+    else if (!strcmp(a, "--model-draft")) o->model_draft = v;
+    else if (!strcmp(a, "--spec-max")) ok = cli_parse_long(v, 1, SPEC_MAX_DRAFT, &o->spec_max);
+    else if (!strcmp(a, "--spec-ngram")) ok = cli_parse_long(v, 1, 8, &o->spec_ngram);
     else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 24, &o->n_gen);
     else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &o->threads);
     else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 24, &o->n_ctx);
@@ -75,6 +81,19 @@ bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t
         fprintf(stderr, "kvik %s: %s\n", cmd, err.msg);
         return false;
     }
+    enum spec_mode mode = o->model_draft ? SPEC_DRAFT : SPEC_NONE;
+    if (o->spec && !spec_mode_parse(o->spec, &mode)) {
+        fprintf(stderr, "kvik %s: bad value '%s' for --spec (none, ngram or draft)\n", cmd, o->spec);
+        return false;
+    }
+    if (mode == SPEC_DRAFT && !o->model_draft) {
+        fprintf(stderr, "kvik %s: --spec draft needs --model-draft PATH\n", cmd);
+        return false;
+    }
+    if (mode != SPEC_DRAFT && o->model_draft) {
+        fprintf(stderr, "kvik %s: --model-draft goes with --spec draft, not --spec %s\n", cmd, o->spec);
+        return false;
+    }
     *path = cli_resolve_model(o->model, buf, len);
     return true;
 }
@@ -110,6 +129,7 @@ kvik_status gen_start(struct gen *g, int n_threads, int max_batch, int n_ctx,
 }
 
 void gen_free(struct gen *g) {
+    gen_spec_free(g);
     free(g->logits);
     sampler_free(g->smp);
     kv_flat_free(&g->kv);
@@ -185,14 +205,23 @@ kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, F
     kvik_status st = KVIK_OK;
     int64_t i = *n;
     *t_first = 0;
-    while (i < n_max) {
-        int32_t next = sampler_sample(g->smp, g->logits);
+    bool end = false;
+    while (i < n_max && !end) {
+        int32_t toks[SPEC_MAX_DRAFT + 1];
+        int nt = 1;
+        if (g->spec && i > *n) { /* a draft verified with the last token fed */
+            if ((st = gen_spec_step(g, ids, i, n_max, toks, &nt, err))) break;
+        } else {
+            toks[0] = sampler_sample(g->smp, g->logits);
+            sampler_accept(g->smp, toks[0]);
+        }
         if (!*t_first) *t_first = clock_ns();
-        sampler_accept(g->smp, next);
-        ids[i++] = next;
-        if (tokenizer_is_eog(g->tok, next)) break;
-        if ((st = emit(stream, text, piece, detok_push(&ds, next, piece, piece_cap), err))) break;
-        if (i >= n_max) break;
+        for (int j = 0; j < nt && !end; j++) {
+            int32_t next = ids[i++] = toks[j];
+            end = tokenizer_is_eog(g->tok, next) ||
+                  (st = emit(stream, text, piece, detok_push(&ds, next, piece, piece_cap), err)) || i >= n_max;
+        }
+        if (end || g->spec) continue;
         int32_t p = (int32_t)(i - 1), s = 0;
         struct model_batch b = {.n = 1, .tokens = &ids[i - 1], .pos = &p, .seq = &s};
         if ((st = model_forward(g->ctx, &g->kv.base, &b, g->logits, err))) break;

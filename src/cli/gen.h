@@ -27,6 +27,10 @@ struct gen_opts {
     long threads;              // -t
     long n_ctx;                // -c; 0: the model's, at most GEN_MAX_DEFAULT_CTX
     struct sampler_params sp;  // --temp --top-k --top-p --min-p --repeat-penalty -s
+    const char *spec;          // --spec none|ngram|draft; NULL: none (draft with --model-draft)
+    const char *model_draft;   // --model-draft: the draft model of --spec draft
+    long spec_max;             // --spec-max: longest draft (SPEC_DEFAULT_MAX)
+    long spec_ngram;           // --spec-ngram: longest n-gram prompt lookup matches (SPEC_DEFAULT_NGRAM)
 };
 
 enum { GEN_PREFILL_BATCH = 512, GEN_MAX_DEFAULT_CTX = 4096 };
@@ -41,6 +45,14 @@ enum { GEN_PREFILL_BATCH = 512, GEN_MAX_DEFAULT_CTX = 4096 };
     "  --min-p X      (default 0.05)\n"                                            \
     "  --repeat-penalty X  (default 1.0: off)\n"                                   \
     "  -s SEED        random seed (default: from the clock)\n"
+
+/* Help lines of the speculative decoding options (`kvik run`). */
+#define GEN_USAGE_SPEC                                                             \
+    "  --spec MODE    speculative decoding: none (default), ngram (prompt lookup) or\n" \
+    "                 draft (a draft model, --model-draft)\n"                        \
+    "  --model-draft PATH  draft model with the same vocabulary (implies --spec draft)\n" \
+    "  --spec-max N   longest draft, 1..16 (default 8; adapts per step)\n"           \
+    "  --spec-ngram N longest n-gram prompt lookup matches, 1..8 (default 3)\n"
 
 /* Defaults for everything but n_gen. */
 struct gen_opts gen_opts_default(long n_gen);
@@ -60,8 +72,8 @@ typedef int (*gen_opt_fn)(void *cmd_opts, const char *a, const char *v);
 int gen_parse_args(int argc, char **argv, const char *cmd, struct gen_opts *o, gen_opt_fn opt,
                    void *cmd_opts, void (*usage)(FILE *));
 
-/* Checks the sampling options (false after one line on stderr, a usage
- * error) and resolves the model path (cli_resolve_model) into buf. */
+/* Checks the sampling and speculative options (false after one line on
+ * stderr, a usage error) and resolves the model path (cli_resolve_model) into buf. */
 bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t len, const char **path);
 
 /* The context size -c asks for, or the model's (at most GEN_MAX_DEFAULT_CTX). */
@@ -77,6 +89,7 @@ struct gen {
     float *logits;     // [n_vocab] after the last token fed
     int n_ctx;         // positions the cache holds
     int max_batch;     // tokens per prefill forward
+    struct gen_spec *spec; // speculative decoding (gen_spec.c); NULL: plain
 };
 
 /* Loads the model and its tokenizer into a zeroed *g. */
@@ -99,6 +112,29 @@ kvik_status gen_chat_format(const struct model *m, const char *name, const char 
 kvik_status gen_prefill(struct gen *g, const int32_t *ids, int64_t from, int64_t to,
                         struct kvik_err *err);
 
+/* Speculative decoding for gen_decode as o asks (--spec, --model-draft;
+ * nothing for none): loads and checks the draft model (KVIK_ERR_INVALID_ARG
+ * when its vocabulary differs). After gen_start; max_batch must be at
+ * least o->spec_max + 1. */
+kvik_status gen_spec_start(struct gen *g, const struct gen_opts *o, struct kvik_err *err);
+
+/* What speculation did (all zero without it). */
+struct gen_spec_stats {
+    int64_t steps;     /* verification forwards */
+    int64_t drafts;    /* steps with a draft */
+    int64_t drafted;   /* draft tokens */
+    int64_t accepted;  /* draft tokens accepted */
+};
+void gen_spec_stats(const struct gen *g, struct gen_spec_stats *out);
+
+/* One speculative step after ids[0..i) (the cache holds all but the last):
+ * drafts, verifies in one forward and writes the 1..spec_max+1 tokens to
+ * emit to toks (recorded in the sampler), their count in *nt; at most
+ * n_max - i. */
+kvik_status gen_spec_step(struct gen *g, const int32_t *ids, int64_t i, int64_t n_max, int32_t *toks, int *nt,
+                          struct kvik_err *err);
+void gen_spec_free(struct gen *g);
+
 /* Text collected while decoding (buf is malloc'd, not NUL-terminated). */
 struct gen_text {
     char *buf;
@@ -111,7 +147,8 @@ struct gen_text {
  * (ids has room for n_max). The text goes to stream (flushed per piece) and
  * to text, either may be NULL; an end-of-generation token is stored in ids
  * but gives no text. The last token sampled is never fed: afterwards the
- * cache holds ids[0..*n - 1) when anything was sampled. *t_first is the
+ * cache holds ids[0..*n - 1) when anything was sampled (with speculation,
+ * maybe rejected positions after them too, overwritten when fed again). *t_first is the
  * clock_ns() of the first sample, 0 if none.
  */
 kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, FILE *stream,

@@ -66,6 +66,7 @@ void engine_running_remove(struct engine *e, struct eseq *s) {
     e->n_running--;
     e->n_slots -= 1 + s->n_fork;
     e->by_kv[s->kv] = NULL;
+    if (s->spec) spec_seq_release(e, s);
     kv_paged_seq_close(&e->kv, s->kv);
     s->kv = -1;
     s->n_computed = 0;
@@ -132,9 +133,13 @@ static void fill_logprobs(const float *row, int nv, int32_t tok, int k, struct e
  * an end-of-generation token, a callback that returns false, or
  * max_tokens. */
 void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t now) {
-    struct ereq *r = s->req;
     int32_t tok = sampler_sample(s->smp, row);
     sampler_accept(s->smp, tok);
+    engine_send_token(e, s, tok, row, now);
+}
+
+void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now) {
+    struct ereq *r = s->req;
     e->st.generation_tokens++;
     if (!r->got_token) {
         r->got_token = true;
@@ -204,6 +209,7 @@ static void req_free(struct ereq *r) {
         for (int i = 0; i < r->n; i++) {
             free(r->seqs[i].tokens);
             sampler_free(r->seqs[i].smp);
+            spec_seq_free(&r->seqs[i]);
         }
     free(r->seqs);
     free(r);
@@ -293,7 +299,7 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
         if (sp.seed == SAMPLER_SEED_RANDOM) sp.seed += 1ull << 32;
         s->tokens = malloc(cap * sizeof *s->tokens);
         s->smp = sampler_new(&sp, e->n_vocab, NULL);
-        if (!s->tokens || !s->smp) {
+        if (!s->tokens || !s->smp || (e->spec && !spec_seq_new(e, s, &sp))) {
             req_free(q);
             return err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for a request's %d choices", r->n);
         }
@@ -490,6 +496,14 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: block_tokens %d (1..4096)", c->block_tokens);
     if (c->kv_mem_mib < 0 || c->kv_blocks < 0 || c->n_eog < 0 || (c->n_eog > 0 && !c->eog))
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: negative kv_mem_mib, kv_blocks or n_eog");
+    if (c->spec_max == 0) c->spec_max = SPEC_DEFAULT_MAX;
+    if (c->spec_ngram == 0) c->spec_ngram = SPEC_DEFAULT_NGRAM;
+    if (c->spec_mode < SPEC_NONE || c->spec_mode > SPEC_DRAFT || c->spec_max < 1 || c->spec_max > SPEC_MAX_DRAFT ||
+        c->spec_ngram < 1 || c->spec_ngram > 8)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: spec_mode %d, spec_max %d (1..%d), spec_ngram %d (1..8)",
+                       c->spec_mode, c->spec_max, SPEC_MAX_DRAFT, c->spec_ngram);
+    if (c->spec_mode == SPEC_DRAFT && !c->draft)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: speculative decoding with a draft model needs the draft model");
     return KVIK_OK;
 }
 
@@ -538,16 +552,18 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
         goto fail;
     }
     if (!(e->ctx = model_ctx_new(m, c->n_threads, c->max_batch_tokens, c->n_ctx, err))) goto fail;
-    size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs;
+    e->n_rows = c->max_seqs;
+    if (spec_engine_new(e, &e->n_rows, err)) goto fail;
+    size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs, R = (size_t)e->n_rows;
     e->is_eog = calloc((size_t)e->n_vocab, sizeof *e->is_eog);
     e->running = calloc(S, sizeof *e->running);
     e->by_kv = calloc(S, sizeof *e->by_kv);
-    e->samp = calloc(S, sizeof *e->samp);
+    e->samp = calloc(R, sizeof *e->samp);
     e->b_tok = malloc(T * sizeof *e->b_tok);
     e->b_pos = malloc(T * sizeof *e->b_pos);
     e->b_seq = malloc(T * sizeof *e->b_seq);
     e->b_logits = malloc(T * sizeof *e->b_logits);
-    e->logits = mem_alloc_aligned(S * (size_t)e->n_vocab * sizeof(float));
+    e->logits = mem_alloc_aligned(R * (size_t)e->n_vocab * sizeof(float));
     if (!e->is_eog || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
         !e->logits) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for step buffers");
@@ -602,6 +618,7 @@ void engine_free(struct engine *e) {
         pthread_cond_destroy(&e->idle);
     }
     model_ctx_free(e->ctx);
+    spec_engine_free(e);
     kv_paged_free(&e->kv);
     free(e->is_eog);
     free(e->running);

@@ -48,6 +48,15 @@
  * tokens are accepted into it before the first token, so repetition
  * penalties see the prompt as llama.cpp's do.
  *
+ * Speculative decoding (config.spec_mode, engine/spec.h): each step every
+ * decoding choice may add a draft after its last token (prompt lookup, or
+ * tokens from a draft model run in a second KV pool); the whole batch,
+ * drafts included, is still one model_forward with logits at every draft
+ * position, and each choice keeps the accepted prefix plus one token,
+ * emitted as separate token events; the rejected positions' blocks are
+ * truncated away. Greedy choices produce exactly the tokens they would
+ * without speculation; sampled ones the same distribution.
+ *
  * Thread safety: engine_submit, engine_cancel, engine_drain, engine_stats
  * and engine_kv_consistent may be called from any thread; engine_free from
  * one thread once nothing else calls in.
@@ -57,6 +66,7 @@
 
 #include "base/base.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "model/model.h"
 
 struct engine_config {
@@ -76,6 +86,11 @@ struct engine_config {
     const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos);
                              copied by engine_new; ids outside the vocabulary are ignored */
     int n_eog;
+    int spec_mode;        /* enum spec_mode (engine/spec.h): SPEC_NONE (default), _NGRAM or _DRAFT */
+    int spec_max;         /* longest draft, 1..SPEC_MAX_DRAFT; 0: SPEC_DEFAULT_MAX */
+    int spec_ngram;       /* longest prompt-lookup n-gram, 1..8; 0: SPEC_DEFAULT_NGRAM */
+    const struct model *draft; /* SPEC_DRAFT: the draft model, the same vocabulary as the model's
+                                  (engine_new checks); the caller frees it after engine_free */
 };
 
 /* The defaults above, everything else zero. Start from these: engine_new
@@ -197,6 +212,10 @@ struct engine_stats {
     uint64_t prefix_hits;        /* of those, tokens found */
     uint64_t finished[ENGINE_FINISH_ERROR + 1]; /* choices finished, by reason */
     uint64_t steps;
+    uint64_t spec_drafts;        /* drafts verified (steps of a choice with at least one draft token) */
+    uint64_t spec_draft_tokens;  /* draft tokens verified */
+    uint64_t spec_accepted;      /* draft tokens accepted */
+    uint64_t spec_accepted_by_pos[SPEC_MAX_DRAFT]; /* [i]: drafts whose token i (0-based) was accepted */
     /* histograms, seconds */
     struct engine_hist ttft;       /* per request: submit -> first token */
     struct engine_hist itl;        /* per choice: between consecutive tokens */

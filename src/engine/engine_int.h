@@ -46,6 +46,7 @@ struct eseq {
     struct sampler *smp;
     int64_t t_last;      /* ns of the last token (0: none yet) */
     struct eseq *prev, *next; /* waiting queue */
+    struct spec_seq *spec; /* speculative decoding state (spec_engine.c); NULL without */
 };
 
 struct ereq {
@@ -109,7 +110,9 @@ struct engine {
     int32_t *b_tok, *b_pos, *b_seq; /* [max_batch_tokens] */
     bool *b_logits;      /* [max_batch_tokens] */
     struct eseq **samp;  /* [max_seqs] choices sampling from logits row i */
-    float *logits;       /* [max_seqs][n_vocab] */
+    float *logits;       /* [n_rows][n_vocab] */
+    int n_rows;          /* logits rows a step can ask for: max_seqs, more with speculation */
+    struct spec_engine *spec; /* speculative decoding (spec_engine.c); NULL: off */
 };
 
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
@@ -130,10 +133,35 @@ void engine_prefix_register(struct engine *e);
 /* engine.c, for sched.c */
 void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
 void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t now);
+/* Sends token tok (already recorded in the sampler; row its raw logits)
+ * and ends the choice where engine_emit_token would. */
+void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);
 void engine_hist_add(struct engine_hist *h, int64_t ns);
 void engine_running_insert(struct engine *e, struct eseq *s);
 void engine_running_remove(struct engine *e, struct eseq *s);
 void engine_wait_push_front(struct engine *e, struct eseq *s);
 void engine_wait_unlink(struct engine *e, struct eseq *s);
+
+/* spec_engine.c: speculative decoding inside a step (engine/spec.h). */
+/* The draft pool and buffers for e->cfg's spec_mode (after e->kv and
+ * e->cfg are set; e->spec stays NULL for SPEC_NONE); the logits rows a
+ * step needs in *rows. */
+kvik_status spec_engine_new(struct engine *e, int *rows, struct kvik_err *err);
+void spec_engine_free(struct engine *e);
+/* Per-choice state, allocated by engine_submit (false: out of memory). */
+bool spec_seq_new(struct engine *e, struct eseq *s, const struct sampler_params *sp);
+void spec_seq_free(struct eseq *s);
+/* s leaves the running array: its draft-model cache sequence is closed. */
+void spec_seq_release(struct engine *e, struct eseq *s);
+/* Step start: a draft for every decoding choice (prompt lookup, or rounds
+ * of the draft model batched over the choices). */
+void spec_prepare(struct engine *e);
+/* The decode of s with its draft (up to budget tokens in all, blocks for
+ * the first already free): tokens added to the batch, 0 if s ended with
+ * an error. */
+int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp);
+/* Verifies s's draft from logits row `row` on and emits the tokens kept:
+ * the rows it used, 0 when row is not a decode of s with speculation. */
+int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now);
 
 #endif /* KVIK_ENGINE_INT_H */

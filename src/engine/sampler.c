@@ -294,8 +294,11 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
     return (int32_t)best;
 }
 
-int32_t sampler_sample(struct sampler *s, const float *logits) {
-    if (!s || !logits) return 0;
+/* Stages 1-6 over a private copy of logits. Greedy (temp <= 0, every
+ * logit -inf, or a temperature so small 1/temp overflows): returns the
+ * argmax id. Otherwise returns -1 and leaves the survivors in
+ * s->cand[0..*m), each weighing exp((v - *maxv) * *inv_t). */
+static int32_t run_chain(struct sampler *s, const float *logits, size_t *m_out, float *maxv_out, double *inv_t_out) {
     const struct sampler_params *p = &s->p;
     struct cand *c = s->cand;
     size_t n = (size_t)s->n_vocab;
@@ -308,7 +311,10 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     size_t best = 0;
     for (size_t i = 1; i < n; i++)
         if (c[i].v > c[best].v) best = i; /* strict: ties keep the lowest id */
-    if (p->temp <= 0.0f || c[best].v == -INFINITY) return c[best].id;
+    int32_t best_id = c[best].id;
+    if (p->temp <= 0.0f || c[best].v == -INFINITY) return best_id;
+    double inv_t = 1.0 / (double)p->temp;
+    if (!isfinite(inv_t)) return best_id; /* temp so small it is greedy */
 
     size_t m = n;       /* candidates still in play: c[0..m) */
     size_t sorted = 0;  /* c[0..sorted) are the best, in order */
@@ -362,10 +368,22 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
         }
         m = k > 0 ? k : 1; /* the maximum always passes; guard anyway */
     }
+    *m_out = m;
+    *maxv_out = maxv;
+    *inv_t_out = inv_t; /* 6. temperature, applied by the callers */
+    return -1;
+}
 
-    /* 6-7. temperature, softmax, one draw */
-    double inv_t = 1.0 / (double)p->temp, sum = 0.0;
-    if (!isfinite(inv_t)) return c[best].id; /* temp so small it is greedy */
+int32_t sampler_sample(struct sampler *s, const float *logits) {
+    if (!s || !logits) return 0;
+    size_t m;
+    float maxv;
+    double inv_t;
+    int32_t g = run_chain(s, logits, &m, &maxv, &inv_t);
+    if (g >= 0) return g;
+    /* 7. softmax, one draw */
+    const struct cand *c = s->cand;
+    double sum = 0.0;
     for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
     double u = rng_uniform(s->rng) * sum, cum = 0.0;
     for (size_t i = 0; i < m; i++) {
@@ -374,3 +392,24 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     }
     return c[m - 1].id; /* rounding left u at the very top */
 }
+
+void sampler_probs(struct sampler *s, const float *logits, float *probs) {
+    if (!s || !logits || !probs) return;
+    memset(probs, 0, (size_t)s->n_vocab * sizeof *probs);
+    size_t m;
+    float maxv;
+    double inv_t;
+    int32_t g = run_chain(s, logits, &m, &maxv, &inv_t);
+    if (g >= 0) {
+        probs[g] = 1.0f;
+        return;
+    }
+    const struct cand *c = s->cand;
+    double sum = 0.0;
+    for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
+    for (size_t i = 0; i < m; i++) probs[c[i].id] = (float)(exp(((double)c[i].v - maxv) * inv_t) / sum);
+}
+
+double sampler_uniform(struct sampler *s) { return s ? rng_uniform(s->rng) : 0.0; }
+
+bool sampler_is_greedy(const struct sampler *s) { return s && s->p.temp <= 0.0f; }

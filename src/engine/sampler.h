@@ -75,6 +75,18 @@ void sampler_free(struct sampler *s);
 /* One token id in [0, n_vocab) from logits[n_vocab]; logits are not modified. */
 int32_t sampler_sample(struct sampler *s, const float *logits);
 
+/* The distribution sampler_sample draws from, given the history as it is
+ * now: probs[n_vocab] after penalties, top-k, top-p, min-p and temperature
+ * (zero outside the survivors; greedy: 1 at the argmax). Draws nothing.
+ * Speculative decoding verifies drafts against it (spec.h). */
+void sampler_probs(struct sampler *s, const float *logits, float *probs);
+
+/* One uniform number in [0, 1) from the sampler's random stream. */
+double sampler_uniform(struct sampler *s);
+
+/* temp <= 0: sampler_sample returns the argmax and draws nothing. */
+bool sampler_is_greedy(const struct sampler *s);
+
 /* Records a token (prompt or generated) for the penalties; ids outside
  * [0, n_vocab) are ignored. */
 void sampler_accept(struct sampler *s, int32_t token);

@@ -38,6 +38,10 @@
  * of each decode, and the last prompt token when a chunk completes a
  * prompt. Choice 0 of an n-choice request samples for all n from that
  * row; choices 1..n-1 fork its cache sequence first.
+ *
+ * With speculative decoding (spec_engine.c) the decode of a choice carries
+ * its draft too, each position with logits, and spec_emit verifies and
+ * emits; the hooks here are spec_prepare, spec_take and spec_emit.
  */
 #include "engine/engine_int.h"
 
@@ -129,6 +133,7 @@ void sched_step(struct engine *e) {
     int nb, n_samp, budget;
     bool preempted = false;
     int64_t now = clock_ns();
+    if (e->spec) spec_prepare(e);
 rebuild:
     nb = 0, n_samp = 0, budget = e->cfg.max_batch_tokens;
     /* 1. decode */
@@ -143,11 +148,14 @@ rebuild:
             self = v == s;
         }
         if (self) break; /* s was the newest: nothing after it */
-        if (!take(e, s, 1, &nb, &n_samp)) {
+        /* a draft may use the budget beyond one token for each choice after s */
+        int used = e->spec ? spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp)
+                           : take(e, s, 1, &nb, &n_samp);
+        if (!used) {
             i--; /* s left the array */
             continue;
         }
-        budget--;
+        budget -= used;
     }
     /* 2. prefill chunks of running choices */
     for (int i = 0; i < e->n_running && budget > 0; i++) {
@@ -218,6 +226,11 @@ rebuild:
     now = clock_ns();
     for (int j = 0; j < n_samp; j++) {
         struct eseq *s = e->samp[j];
+        int rows = e->spec ? spec_emit(e, s, j, now) : 0;
+        if (rows) {
+            j += rows - 1;
+            continue;
+        }
         const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
         int forks = s->n_fork;
         if (forks) fork_choices(e, s);

@@ -44,6 +44,7 @@ struct server {
     struct MHD_Daemon *daemon;
     _Atomic int state;
     struct model *model;
+    struct model *draft;     /* --model-draft, NULL without */
     struct tokenizer *tok;
     struct chat_format fmt;
     bool have_fmt;
@@ -735,6 +736,17 @@ static bool load_model(struct server *s) {
     }
     ec.eog = s->eog;
     ec.n_eog = s->n_eog;
+    ec.spec_mode = s->cfg.spec_mode;
+    ec.spec_max = s->cfg.spec_max;
+    ec.spec_ngram = s->cfg.spec_ngram;
+    if (s->cfg.model_draft) {
+        fprintf(stderr, "kvik serve: loading the draft model %s\n", s->cfg.model_draft);
+        if (model_load(s->cfg.model_draft, &s->draft, &err)) {
+            fprintf(stderr, "kvik serve: draft model: %s\n", err.msg);
+            return false;
+        }
+        ec.draft = s->draft;
+    }
     if (!(s->engine = engine_new(s->model, &ec, &err))) {
         fprintf(stderr, "kvik serve: %s\n", err.code ? err.msg : "cannot start the engine");
         return false;
@@ -764,6 +776,7 @@ static void server_free(struct server *s) {
     chat_format_free(&s->fmt);
     tokenizer_free(s->tok);
     model_free(s->model);
+    model_free(s->draft);
     free(s);
 }
 

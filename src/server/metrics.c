@@ -91,6 +91,15 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
     counter(&b, "kvik_prefix_cache_hits_total", "Tokens found in the prefix cache.", st->prefix_hits);
     counter(&b, "kvik_preemptions_total", "Sequences preempted when the KV cache ran out.", st->preemptions);
     counter(&b, "kvik_engine_steps_total", "Engine steps (batched forward passes).", st->steps);
+    counter(&b, "kvik_spec_drafts_total", "Speculative drafts verified (one per sequence and step with a draft).",
+            st->spec_drafts);
+    counter(&b, "kvik_spec_draft_tokens_total", "Speculative draft tokens verified.", st->spec_draft_tokens);
+    counter(&b, "kvik_spec_accepted_tokens_total", "Speculative draft tokens accepted.", st->spec_accepted);
+    head(&b, "kvik_spec_accepted_by_position_total", "counter",
+         "Drafts whose token at this position (1 = first) was accepted.");
+    for (int i = 0; i < SPEC_MAX_DRAFT; i++)
+        out(&b, "kvik_spec_accepted_by_position_total{position=\"%d\"} %llu\n", i + 1,
+            (unsigned long long)st->spec_accepted_by_pos[i]);
     head(&b, "kvik_requests_total", "counter", "Choices finished, by finish reason.");
     static const char *const reasons[] = {
         [ENGINE_FINISH_STOP] = "stop", [ENGINE_FINISH_LENGTH] = "length",

@@ -45,6 +45,9 @@ struct server_config {
     int max_connections;     /* concurrent HTTP connections */
     bool prefix_cache;       /* reuse cached KV blocks of earlier requests (default on) */
     bool prefix_cache_shared; /* cached blocks shared across API keys (default: per key) */
+    int spec_mode;           /* enum spec_mode: speculative decoding (SPEC_NONE) */
+    const char *model_draft; /* SPEC_DRAFT: the draft model's path */
+    int spec_max, spec_ngram; /* 0: the engine's defaults */
 };
 
 struct server_config server_config_default(void);
