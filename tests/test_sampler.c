@@ -479,3 +479,34 @@ TEST(sampler_large_vocab_default_chain) {
     sampler_free(s);
     sampler_free(s2);
 }
+
+/* Greedy picks the largest sanitised logit, the lowest id among equals:
+ * against a plain scan, on vocabularies of every length mod 4 with few
+ * distinct values (many ties), NaN, +inf, -inf and FLT_MAX mixed in. */
+TEST(sampler_greedy_equals_plain_argmax) {
+    uint64_t rng = 77;
+    static const float special[] = {NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX};
+    for (int trial = 0; trial < 400; trial++) {
+        int n = 1 + (int)(test_rand_u64(&rng) % 300);
+        float *l = malloc((size_t)n * sizeof *l);
+        REQUIRE(l);
+        for (int i = 0; i < n; i++) {
+            uint64_t r = test_rand_u64(&rng);
+            l[i] = r % 50 == 0 ? special[(r >> 8) % 5] : (float)((r >> 16) % 7) - 3.0f;
+        }
+        int32_t want = 0;
+        float bv = isnan(l[0]) ? -INFINITY : l[0] == INFINITY ? FLT_MAX : l[0];
+        for (int i = 1; i < n; i++) {
+            float v = isnan(l[i]) ? -INFINITY : l[i] == INFINITY ? FLT_MAX : l[i];
+            if (v > bv) bv = v, want = i;
+        }
+        struct sampler_params p = sampler_params_default();
+        p.temp = 0;
+        struct kvik_err err = {0};
+        struct sampler *s = sampler_new(&p, n, &err);
+        REQUIRE(s);
+        CHECK_EQ_INT(sampler_sample(s, l), want);
+        sampler_free(s);
+        free(l);
+    }
+}

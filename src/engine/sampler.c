@@ -286,8 +286,17 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
     /* Raw comparisons give the same answer as sanitised ones (a NaN never
      * compares greater, as -inf would not), except that +inf and FLT_MAX
      * are equal once sanitised: then the first of them wins. */
-    float bv = sanitize(logits[0]);
-    for (size_t i = 1; i < n; i++)
+    /* Four independent running maxima (one dependency chain each, not one
+     * for the whole vocabulary), each keeping its first maximum; then the
+     * largest, the lowest id among equals. */
+    float bv = sanitize(logits[0]), lv[4] = {bv, bv, bv, bv};
+    size_t li[4] = {0, 0, 0, 0}, i = 1;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++)
+            if (logits[i + k] > lv[k]) lv[k] = logits[i + k], li[k] = i + k;
+    for (int k = 0; k < 4; k++)
+        if (lv[k] > bv || (lv[k] == bv && li[k] < best)) bv = lv[k], best = li[k];
+    for (; i < n; i++)
         if (logits[i] > bv) bv = logits[i], best = i;
     if (bv == INFINITY)
         for (best = 0; !(logits[best] >= FLT_MAX); best++) {}
