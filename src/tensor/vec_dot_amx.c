@@ -759,7 +759,7 @@ static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t y
 enum { Q41_PANEL_BLOCK = GROUP * 32 + 2 * GROUP * sizeof(float) };
 
 static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys);
+                       float *y, int64_t ys, const uint8_t *pf, size_t pf_block);
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from the
  * weights as they are in the file. */
@@ -792,7 +792,7 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
             d[GROUP + r] = f16t(x[b].m);
         }
     }
-    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys);
+    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys, NULL, 0);
     return true;
 }
 
@@ -836,7 +836,7 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
  * steps of this one, so the tile unit works while the vector units scale
  * and sum. Blocks still enter each chain in order. */
 static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys) {
+                       float *y, int64_t ys, const uint8_t *pf, size_t pf_block) {
     const size_t per_b = Q41_PANEL_BLOCK;
     _Alignas(64) int32_t cs[2][GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
@@ -848,6 +848,8 @@ static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, con
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
         Q41_ISSUE(0, 3, 0, nb > 1);
         for (int64_t b = 0; b < nb; b += 4) {
+            if (pf && t0 == 0) /* pf_block bytes per block of weights to come */
+                for (size_t o = 0; o < 4 * pf_block; o += 64) _mm_prefetch((const char *)pf + b * pf_block + o, _MM_HINT_T0);
             /* pair b, b + 1 is in C tiles 0 and 3; pair b + 2, b + 3 goes to 6 and 7 */
             if (b + 2 < nb) Q41_ISSUE(6, 7, b + 2, b + 3 < nb);
             Q41_CHAIN(0, 3, b, b + 1 < nb);
@@ -1018,7 +1020,10 @@ static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
         _mm512_storeu_ps(pb + GROUP * 32, _mm512_permutexvar_ps(order, d));
         _mm512_storeu_ps(pb + GROUP * 32 + 64, _mm512_permutexvar_ps(order, m));
     }
-    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys);
+    /* while the tiles work, the next group's records come in (the next
+     * group is usually this thread's next, and past the end a prefetch
+     * does nothing) */
+    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys, rec, Q41_REC);
     return true;
 }
 
@@ -1082,6 +1087,9 @@ static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
         Q80_ISSUE(0, 3, 0, nb > 1);
         for (int64_t b = 0; b < nb; b += 4) {
+            if (t0 == 0) /* the next group's records, while the tiles work */
+                for (size_t o = 0; o < 4 * Q80_REC; o += 64)
+                    _mm_prefetch((const char *)recs + (size_t)nb * Q80_REC + (size_t)b * Q80_REC + o, _MM_HINT_T0);
             if (b + 2 < nb) Q80_ISSUE(6, 7, b + 2, b + 3 < nb);
             Q80_CHAIN(0, 3, b, b + 1 < nb);
             if (b + 4 < nb) Q80_ISSUE(0, 3, b + 4, b + 5 < nb);
