@@ -238,29 +238,28 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         w.l[r] = 0.0f;
         memset(rows->out[r], 0, sizeof(float) * (size_t)hd);
     }
-    struct attn_cursor cur = {kv->spans, 0};
+    struct attn_cursor cur = {kv->spans, 0}, ahead = cur;
     /* The rows of one head are short runs scattered over the cache blocks
      * (and the cache rarely fits in the caches at serving batch sizes):
-     * the next tile's rows are prefetched while this one is computed. */
+     * the rows PF_TILES tiles ahead are prefetched while this one is
+     * computed (a second cursor runs ahead). */
+    enum { PF_TILES = 3 };
     const size_t head_bytes = tensor_row_size(kv->type, hd);
-    const uint8_t *kbuf[2][T], *vbuf[2][T];
-    int cur_tile = 0;
-    attn_cursor_take(kv, &cur, end + 1 < T ? end + 1 : T, kbuf[0], vbuf[0]);
+    int32_t pf_next = 0; /* first position not yet prefetched */
     for (int32_t t0 = 0; t0 <= end; t0 += T) {
         int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
-        const uint8_t **kb = kbuf[cur_tile], **vb = vbuf[cur_tile];
+        const uint8_t *kb[T], *vb[T];
         const float *k[T], *v[T];
-        if (t0 + T <= end) {
-            int nn = end + 1 - (t0 + T) < T ? end + 1 - (t0 + T) : T;
-            const uint8_t **nk = kbuf[cur_tile ^ 1], **nv = vbuf[cur_tile ^ 1];
-            attn_cursor_take(kv, &cur, nn, nk, nv);
-            for (int j = 0; j < nn; j++)
+        for (; pf_next <= end && pf_next < t0 + PF_TILES * T; pf_next += T) {
+            int np = end + 1 - pf_next < T ? end + 1 - pf_next : T;
+            attn_cursor_take(kv, &ahead, np, kb, vb);
+            for (int j = 0; j < np; j++)
                 for (size_t o = 0; o < head_bytes; o += 64) {
-                    _mm_prefetch((const char *)nk[j] + o, _MM_HINT_T0);
-                    _mm_prefetch((const char *)nv[j] + o, _MM_HINT_T0);
+                    _mm_prefetch((const char *)kb[j] + o, _MM_HINT_T0);
+                    _mm_prefetch((const char *)vb[j] + o, _MM_HINT_T0);
                 }
         }
-        cur_tile ^= 1;
+        attn_cursor_take(kv, &cur, nt, kb, vb);
         for (int j = 0; j < nt; j++) {
             if (kv->type == TENSOR_TYPE_F32) {
                 k[j] = (const float *)kb[j], v[j] = (const float *)vb[j];
