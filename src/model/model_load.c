@@ -14,6 +14,8 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/model.h"
 
@@ -144,6 +146,15 @@ static size_t product_matrices(struct model *m, struct tensor_matrix **mats) {
     return n;
 }
 
+/* The mapped file's pages wholly inside [p, p + n) leave this process's
+ * memory (they stay in the page cache; a later read, such as an embedding
+ * row of a tied output matrix, maps them again). */
+static void drop_pages(const void *p, size_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 /* Where the kernel table has a layout of its own for a weight type (AMX:
  * groups of sixteen rows block by block), the products' matrices are
  * rearranged into it once, into one allocation; the mapped file's pages of
@@ -170,6 +181,7 @@ static kvik_status repack_weights(struct model *m, struct kvik_err *err) {
             tensor_repack(mats[i], p);
             mats[i]->panel = p;
             p += (sz + 63) & ~(size_t)63;
+            drop_pages(mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes);
         }
     }
     free(mats);
