@@ -335,6 +335,22 @@ TEST(bench_serve_cli_serve_sweep_compare) {
     snprintf(cmd, sizeof cmd, "bench compare %s %s --names x,y --plot %s", sw, sw, svg);
     CHECK(test_run_kvik(cmd, out, sizeof out, errb, sizeof errb) == 0);
     CHECK(strstr(out, "B/A per point") != NULL);
+    /* --fresh-prompts: the second point sends prompts of its own (one at a
+     * time, so the last body the server saw is the point's last prompt) */
+    char *last[2] = {NULL, NULL};
+    for (int fresh = 0; fresh < 2; fresh++) {
+        int64_t before = fake_openai_requests(f);
+        snprintf(cmd, sizeof cmd,
+                 "bench sweep --url %s --rates inf,inf --num-prompts 3 --output-len 2 --max-concurrency 1 --quiet%s",
+                 g_url, fresh ? " --fresh-prompts" : "");
+        rc = test_run_kvik(cmd, out, sizeof out, errb, sizeof errb);
+        CHECK_MSG(rc == 0, "sweep exited %d: %s", rc, errb);
+        CHECK_EQ_INT(fake_openai_requests(f) - before, 6);
+        CHECK(strstr(out, "3 prompts a point") != NULL);
+        last[fresh] = fake_openai_last_body(f);
+    }
+    CHECK(last[0] && last[1] && strcmp(last[0], last[1]) != 0);
+    free(last[0]), free(last[1]);
     fake_openai_stop(f);
 
     /* usage errors and a dead server */

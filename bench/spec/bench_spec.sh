@@ -3,9 +3,9 @@
 # thread, --chat) REPS times on one prompt and prints decode tok/s, tokens,
 # verification steps, draft and accepted tokens and a hash of the output ids
 # (equal hashes: the same greedy output).
-# usage: KVIK=build/kvik bench_spec.sh PROMPTFILE N REPS [spec flags...]
+# usage: [KVIK=build/kvik] [MODEL=target.gguf] bench_spec.sh PROMPTFILE N REPS [spec flags...]
 K=${KVIK:-build/kvik}
-M=$HOME/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf
+M=${MODEL:-$HOME/.cache/kvik/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 P=$1; N=$2; R=$3; shift 3
 for r in $(seq $R); do
   for mode in plain spec; do

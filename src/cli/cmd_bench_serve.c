@@ -52,6 +52,8 @@ static void usage_serve(FILE *f) {
             "  --burstiness B       gamma shape of the gaps; 1 = Poisson (default 1)\n"
             "  --max-concurrency C  at most C requests in flight\n"
             "  --seed S             seed of prompts and arrivals (default 0)\n"
+            "  --fresh-prompts      sweep: every point sends prompts of its own (no prompt\n"
+            "                       cache can serve one point from another)\n"
             "  --slo ttft=MS,tpot=MS[,e2e=MS]  objectives for goodput\n"
             "output:\n"
             "  --json OUT           full report with per-request records ('-' for stdout)\n"
@@ -70,6 +72,7 @@ struct serve_opts {
     int32_t concs[64];
     int n_points;
     bool sweep_conc;
+    bool fresh;        /* --fresh-prompts: each point its own prompts */
 };
 
 static bool parse_double(const char *s, double lo, double hi, double *out) {
@@ -250,6 +253,8 @@ static int parse_opts(int argc, char **argv, int first, struct serve_opts *o, bo
         } else if (!strcmp(a, "--rates") && sweep) {
             NEED_ARG;
             if (!parse_list(v, o, false)) BAD("a list of rates such as 1,2,4,inf");
+        } else if (!strcmp(a, "--fresh-prompts") && sweep) {
+            o->fresh = true;
         } else if (!strcmp(a, "--concurrency") && sweep) {
             NEED_ARG;
             if (!parse_list(v, o, true)) BAD("a list of concurrencies such as 1,4,16");
@@ -378,7 +383,15 @@ static int cmd_sweep(int argc, char **argv) {
     int rc = parse_opts(argc, argv, 2, &o, true);
     if (rc) return rc < 0 ? 0 : rc;
     struct lg_dataset ds;
+    int64_t per_point = o.dp.num_prompts;
+    if (o.fresh) o.dp.num_prompts *= o.n_points; /* point i takes slice i */
     if ((rc = make_dataset(&o, &ds))) return rc;
+    if (o.fresh) per_point = ds.n / o.n_points;
+    if (o.fresh && per_point < 1) {
+        fprintf(stderr, "kvik bench sweep: the dataset has too few prompts for %d fresh points\n", o.n_points);
+        lg_dataset_free(&ds);
+        return 1;
+    }
     struct lg_sweep_point pts[64];
     struct kvik_err err = {0};
     char model[128] = "";
@@ -392,7 +405,11 @@ static int cmd_sweep(int argc, char **argv) {
         }
         if (model[0]) c.model = model;
         struct lg_result res;
-        if (lg_run(&c, &ds, &res, &err) != KVIK_OK) {
+        /* fresh: a point's own slice, so that no server's prompt cache
+         * serves one point from the last */
+        struct lg_dataset view = ds;
+        if (o.fresh) view.items = ds.items + (size_t)i * (size_t)per_point, view.n = per_point;
+        if (lg_run(&c, &view, &res, &err) != KVIK_OK) {
             fprintf(stderr, "kvik bench sweep: %s\n", err.msg);
             lg_dataset_free(&ds);
             return 1;
@@ -415,10 +432,10 @@ static int cmd_sweep(int argc, char **argv) {
         lg_result_free(&res);
     }
     struct lg_run_info in;
-    run_info(&o, NULL, ds.n, &in);
+    run_info(&o, NULL, o.fresh ? per_point : ds.n, &in);
     in.model = model;
     printf("kvik bench sweep: %s (%s endpoint), model %s, dataset %s, %lld prompts a point\n\n", o.cfg.url,
-           in.endpoint, model[0] ? model : "(not named)", o.dataset_name, (long long)ds.n);
+           in.endpoint, model[0] ? model : "(not named)", o.dataset_name, (long long)(o.fresh ? per_point : ds.n));
     lg_report_sweep_text(stdout, pts, o.n_points);
     if (o.json_out && lg_report_sweep_json(o.json_out, &in, pts, o.n_points, &err) != KVIK_OK) {
         fprintf(stderr, "kvik bench sweep: %s\n", err.msg);
