@@ -23,6 +23,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,9 +164,42 @@ TEST(spec_ngram_propose_longest_latest_match) {
     CHECK_EQ_INT(spec_ngram_propose(w, 1, 3, 8, out), 0);
 }
 
+/* The cost model: expected tokens over cost, and the controller pausing a
+ * draft model as costly as the target even when it is always right. */
+TEST(spec_ctl_cost_model) {
+    /* a = 0.5, k = 2: (1 + 0.5 + 0.25) / (1 + 0.4) */
+    CHECK(fabs(spec_gain(0.5, 2, 0.0) - 1.75 / 1.4) < 1e-12);
+    CHECK(fabs(spec_gain(1.0, 3, 0.5) - 4.0 / 3.1) < 1e-12);
+    for (int k = 1; k <= 16; k++) CHECK(spec_gain(1.0, k, 1.0) < 1.0); /* self-draft never pays */
+    struct spec_ctl c;
+    spec_ctl_init(&c, 8, 1.0);
+    int paused = 0;
+    while (spec_ctl_want(&c) == 0 && paused < 1000) paused++;
+    CHECK_EQ_INT(paused, 1000); /* never drafts, never probes */
+    /* a draft at 0.5 of the target's cost pays only while nearly always right */
+    spec_ctl_init(&c, 8, 0.5);
+    CHECK(spec_ctl_want(&c) > 0);
+    spec_ctl_update(&c, 4, 1);
+    CHECK_EQ_INT(spec_ctl_want(&c), 0);
+    /* a cheap draft at high acceptance speculates, at the length the model prefers */
+    spec_ctl_init(&c, 8, 0.1);
+    CHECK_EQ_INT(spec_ctl_want(&c), 4);
+    for (int i = 0; i < 6; i++) spec_ctl_update(&c, 8, 8);
+    CHECK_EQ_INT(spec_ctl_want(&c), 8);
+    /* acceptance falling to ~0.49 (above the rate floor): prompt lookup
+     * still pays, a draft at 0.3 of the target's cost no longer does */
+    for (int r = 0; r < 2; r++) {
+        spec_ctl_init(&c, 8, r ? 0.3 : 0.0);
+        spec_ctl_update(&c, 5, 1);
+        spec_ctl_update(&c, 5, 1);
+        CHECK_MSG((spec_ctl_want(&c) == 0) == (r == 1), "draft cost %g: want %d", r ? 0.3 : 0.0,
+                  spec_ctl_want(&c));
+    }
+}
+
 TEST(spec_ctl_adapts_and_pauses) {
     struct spec_ctl c;
-    spec_ctl_init(&c, 8);
+    spec_ctl_init(&c, 8, 0);
     CHECK_EQ_INT(spec_ctl_want(&c), 4);
     spec_ctl_update(&c, 4, 4);
     CHECK_EQ_INT(spec_ctl_want(&c), 6);
@@ -330,6 +364,9 @@ static void check_same(const struct out *a, const struct out *b, const char *wha
 }
 
 TEST(spec_engine_greedy_same_as_plain) {
+    /* the model drafting for itself never pays (spec_ctl): tell the cost
+     * model drafts are free, so the self-draft path is exercised */
+    setenv("KVIK_SPEC_DRAFT_COST", "0", 1);
     struct sfix *f = sfix();
     if (!f) return;
     struct sampler_params g = greedy();
@@ -358,9 +395,13 @@ TEST(spec_engine_greedy_same_as_plain) {
     REQUIRE(ran);
     check_same(plain, cached, "ngram with the prefix cache");
     CHECK_EQ_INT(s3.kv_blocks_used, 0);
+    unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 
 TEST(spec_engine_sampled_rejections_keep_pool_consistent) {
+    /* the model drafting for itself never pays (spec_ctl): tell the cost
+     * model drafts are free, so the self-draft path is exercised */
+    setenv("KVIK_SPEC_DRAFT_COST", "0", 1);
     struct sfix *f = sfix();
     if (!f) return;
     struct sampler_params p = sampler_params_default();
@@ -382,6 +423,7 @@ TEST(spec_engine_sampled_rejections_keep_pool_consistent) {
     CHECK(s2.spec_accepted > 0 && s2.spec_draft_tokens > s2.spec_accepted);
     CHECK_EQ_INT(s1.kv_blocks_used, 0);
     CHECK_EQ_INT(s2.kv_blocks_used, 0);
+    unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 
 /* A 2-layer random model with the default model's vocabulary cut to 512
@@ -446,6 +488,9 @@ static const char *generated_ids(const char *out) {
 }
 
 TEST(spec_run_greedy_same_ids) {
+    /* the model drafting for itself never pays (spec_ctl): tell the cost
+     * model drafts are free, so the self-draft path is exercised */
+    setenv("KVIK_SPEC_DRAFT_COST", "0", 1);
     char path[4096];
     if (!test_default_model(path, sizeof path)) return;
     static char plain[65536], spec[65536], err[8192];
@@ -463,6 +508,7 @@ TEST(spec_run_greedy_same_ids) {
     b = generated_ids(spec);
     CHECK_MSG(strncmp(a, b, strcspn(a, "]") + 1) == 0, "draft: %.200s vs plain %.200s", b, a);
     CHECK(strstr(spec, "\"spec_acceptance\":1.0000") != NULL);
+    unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 
 TEST(spec_run_bad_flags_and_vocabulary) {

@@ -40,6 +40,7 @@ static kvik_status draft_start(struct gen *g, struct gen_spec *sp, const struct 
     kvik_status st = model_load(o->model_draft, &sp->dm, &e2);
     if (st) return err_set(err, st, "draft model: %s", e2.msg);
     if ((st = spec_check_vocab(g->model, sp->dm, err))) return st;
+    spec_ctl_init(&sp->ctl, sp->max, spec_draft_cost(g->model, sp->dm));
     const struct model_hparams *hp = &sp->dm->hp;
     size_t nv = (size_t)hp->n_vocab;
     if (!(sp->dctx = model_ctx_new(sp->dm, (int)o->threads, g->max_batch, g->n_ctx, err)))
@@ -68,7 +69,7 @@ kvik_status gen_spec_start(struct gen *g, const struct gen_opts *o, struct kvik_
     sp->mode = mode;
     sp->max = (int)o->spec_max;
     sp->ngram = (int)o->spec_ngram;
-    spec_ctl_init(&sp->ctl, sp->max);
+    spec_ctl_init(&sp->ctl, sp->max, 0); /* a draft model's cost is set when it is loaded */
     size_t nv = (size_t)g->model->hp.n_vocab;
     sp->rows = malloc(((size_t)sp->max + 1) * nv * sizeof(float));
     sp->p = malloc(nv * sizeof(float));

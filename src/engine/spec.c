@@ -6,6 +6,8 @@
  */
 #include "engine/spec.h"
 
+#include <stdlib.h>
+
 #include "gguf/gguf.h"
 #include "model/model.h"
 
@@ -150,16 +152,49 @@ enum { PAUSE_FIRST = 8, PAUSE_LONGEST = 512 };
 #define RATE_PAUSE 0.35
 #define RATE_AFTER_PAUSE 0.5
 
-void spec_ctl_init(struct spec_ctl *c, int max) {
-    *c = (struct spec_ctl){.max = max, .k = max < 4 ? max : 4, .pause_len = PAUSE_FIRST, .rate = 1.0};
+double spec_gain(double a, int k, double r) {
+    double e = 0.0, ak = 1.0;
+    for (int i = 0; i <= k; i++, ak *= a) e += ak; /* 1 + a + ... + a^k */
+    return e / (1.0 + SPEC_VERIFY_COST * k + r * k);
+}
+
+/* The best draft length at acceptance a (1..max) and whether it pays. */
+static bool best_length(const struct spec_ctl *c, double a, int *k_out) {
+    int best = 1;
+    double g = spec_gain(a, 1, c->draft_cost);
+    for (int k = 2; k <= c->max; k++) {
+        double gk = spec_gain(a, k, c->draft_cost);
+        if (gk > g) g = gk, best = k;
+    }
+    *k_out = best;
+    return g > 1.0;
+}
+
+double spec_draft_cost(const struct model *target, const struct model *draft) {
+    const char *env = getenv("KVIK_SPEC_DRAFT_COST");
+    char *end;
+    double forced = env ? strtod(env, &end) : -1.0;
+    if (env && end != env && *end == '\0' && forced >= 0.0 && forced < 100.0) return forced;
+    uint64_t t = model_decode_bytes(target);
+    return t ? (double)model_decode_bytes(draft) / (double)t : 1.0;
+}
+
+void spec_ctl_init(struct spec_ctl *c, int max, double draft_cost) {
+    *c = (struct spec_ctl){.max = max, .k = max < 4 ? max : 4, .pause_len = PAUSE_FIRST, .rate = 1.0,
+                           .draft_cost = draft_cost > 0 ? draft_cost : 0};
+    /* a draft model that costs as much as the target never pays, even at
+     * full acceptance: never draft (not even a probe, which would make the
+     * draft model catch up on the whole prompt) */
+    c->off = !best_length(c, 1.0, &c->k_best);
 }
 
 int spec_ctl_want(struct spec_ctl *c) {
+    if (c->off) return 0;
     if (c->pause > 0) {
         c->pause--;
         return 0;
     }
-    return c->k;
+    return c->k < c->k_best ? c->k : c->k_best;
 }
 
 void spec_ctl_update(struct spec_ctl *c, int proposed, int accepted) {
@@ -168,8 +203,9 @@ void spec_ctl_update(struct spec_ctl *c, int proposed, int accepted) {
     if (accepted == proposed) c->k = c->k + 2 < c->max ? c->k + 2 : c->max; /* all taken: try a longer one */
     else if (accepted > 0) c->k = accepted + 1;                            /* just past the first rejection */
     else c->k = c->k / 2 > 1 ? c->k / 2 : 1;
-    if (c->rate >= 2 * RATE_PAUSE) c->pause_len = PAUSE_FIRST;
-    if (c->rate < RATE_PAUSE) { /* not paying: pause, longer each time it fails again */
+    bool pays = best_length(c, c->rate < 0.999 ? c->rate : 0.999, &c->k_best);
+    if (c->rate >= 2 * RATE_PAUSE && pays) c->pause_len = PAUSE_FIRST;
+    if (c->rate < RATE_PAUSE || !pays) { /* not paying: pause, longer each time it fails again */
         c->pause = c->pause_len;
         c->pause_len = c->pause_len * 2 < PAUSE_LONGEST ? c->pause_len * 2 : PAUSE_LONGEST;
         c->rate = RATE_AFTER_PAUSE;

@@ -28,10 +28,12 @@
  *               but the draft logits).
  *
  * Draft length adapts per sequence (struct spec_ctl): it grows while whole
- * drafts are accepted and shrinks to just past the first rejection; when
- * the recent acceptance rate falls below about a third, speculation pauses
- * for a while (doubling each time it fails again), so a sequence that does
- * not copy decodes at nearly plain speed.
+ * drafts are accepted and shrinks to just past the first rejection, never
+ * past the length a cost model finds best at the recent acceptance rate;
+ * when that rate falls below about a third, or the model says no draft
+ * length pays (a draft model nearly as costly as the target), speculation
+ * pauses for a while (doubling each time it fails again), so a sequence
+ * that does not gain decodes at nearly plain speed.
  *
  * The engine's use (one batch for every running sequence's draft, KV
  * rollback with kv_paged_seq_truncate, a second paged pool for the draft
@@ -112,9 +114,33 @@ struct spec_ctl {
     double rate;    /* recent acceptance rate (moving average over drafts) */
     int pause;      /* steps left without speculation */
     int pause_len;  /* the next pause's length */
+    double draft_cost; /* one draft token's cost in target decode steps */
+    int k_best;     /* the draft length the cost model finds best at this rate */
+    bool off;       /* no length pays even at full acceptance: never draft */
 };
 
-void spec_ctl_init(struct spec_ctl *c, int max);
+/* The cost model. With per-token acceptance a, a draft of k tokens yields
+ * E(k) = 1 + a + ... + a^k tokens per verification step, and costs
+ *     C(k) = 1 + SPEC_VERIFY_COST * k + draft_cost * k
+ * target decode steps (a verification of k + 1 tokens is not free on a
+ * CPU: about 0.2 of a decode step per extra token, measured with the
+ * repacked AMX kernels on SmolLM2, docs/benchmarks.md; a draft model's
+ * token costs its share of the bytes a decode reads). The best draft length
+ * maximises E(k) / C(k); when even that is at most 1, speculation does not
+ * pay and pauses. */
+#define SPEC_VERIFY_COST 0.2
+/* E(k) / C(k) for acceptance a, draft length k, draft_cost r. */
+double spec_gain(double a, int k, double r);
+
+/* A draft model's cost per token in target decode steps: its decode
+ * bytes over the target's (decoding one token reads the weights once).
+ * KVIK_SPEC_DRAFT_COST=C in the environment sets it instead (tests and
+ * experiments: 0 makes any draft model worth asking). */
+double spec_draft_cost(const struct model *target, const struct model *draft);
+
+/* draft_cost: 0 for prompt lookup; the draft model's decode bytes over
+ * the target's for a draft model. */
+void spec_ctl_init(struct spec_ctl *c, int max, double draft_cost);
 /* The draft length to propose this step (0 while paused; each call counts
  * one step of a pause). */
 int spec_ctl_want(struct spec_ctl *c);

@@ -48,6 +48,7 @@ struct spec_engine {
     int32_t out[SPEC_MAX_DRAFT + 1];
     /* SPEC_DRAFT */
     const struct model *dm;
+    double draft_cost;      /* spec_draft_cost */
     struct model_ctx *dctx;
     struct kv_paged dkv;
     float *dlogits;         /* [max_seqs][n_vocab] one draft round's logits */
@@ -69,6 +70,7 @@ kvik_status spec_engine_new(struct engine *e, int *rows, struct kvik_err *err) {
     struct kvik_err e2 = {0};
     kvik_status st = spec_check_vocab(e->m, x->dm, &e2);
     if (st) return err_set(err, st, "engine: %s", e2.msg);
+    x->draft_cost = spec_draft_cost(e->m, x->dm);
     const struct model_hparams *hp = &x->dm->hp;
     struct kv_paged_config kc = {.n_layer = hp->n_layer, .row_floats = hp->n_head_kv * hp->head_dim,
                                  .type = e->kv.cfg.type, .block_tokens = c->block_tokens,
@@ -100,7 +102,7 @@ bool spec_seq_new(struct engine *e, struct eseq *s, const struct sampler_params 
     struct spec_seq *q = calloc(1, sizeof *q);
     if (!q) return false;
     s->spec = q;
-    spec_ctl_init(&q->ctl, e->cfg.spec_max);
+    spec_ctl_init(&q->ctl, e->cfg.spec_max, e->spec->draft_cost);
     q->dkv = -1;
     if (e->spec->mode != SPEC_DRAFT) return true;
     struct sampler_params dp = *sp;
