@@ -33,44 +33,13 @@ struct sampler {
     struct sampler_params p; // validated copy
     int32_t n_vocab;
     uint64_t seed;      // resolved seed (never SAMPLER_SEED_RANDOM's meaning)
-    uint64_t rng[4];    // xoshiro256** state
+    struct prng rng;     // the draws (base.h: xoshiro256**)
     struct sampler_scratch *sc;  // scratch in use: shared, or own
     struct sampler_scratch *own; // allocated by sampler_new (NULL when shared)
     int32_t *hist;      // [repeat_last_n + 1] ring of accepted tokens
     int32_t hist_len;   // entries in use
     int32_t hist_pos;   // next slot to write
 };
-
-/* ---- random numbers: splitmix64 seeding, xoshiro256** stream ---------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(uint64_t s[4]) {
-    uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-
-static void rng_seed(uint64_t s[4], uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
-}
 
 /* ---- params ----------------------------------------------------------- */
 
@@ -172,7 +141,7 @@ struct sampler *sampler_new_shared(const struct sampler_params *p, int32_t n_voc
     s->seed = p->seed;
     if (p->seed == SAMPLER_SEED_RANDOM) {
         uint64_t x = (uint64_t)clock_ns() ^ (uint64_t)(uintptr_t)s;
-        s->seed = splitmix64(&x);
+        s->seed = prng_splitmix64(&x);
     }
     sampler_reset(s);
     return s;
@@ -198,7 +167,7 @@ void sampler_reset(struct sampler *s) {
     if (!s) return;
     s->hist_len = 0;
     s->hist_pos = 0;
-    rng_seed(s->rng, s->seed);
+    prng_seed(&s->rng, s->seed);
 }
 
 uint64_t sampler_seed(const struct sampler *s) { return s ? s->seed : 0; }
@@ -453,7 +422,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     const struct cand *c = s->sc->cand;
     double sum = 0.0;
     for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
-    double u = rng_uniform(s->rng) * sum, cum = 0.0;
+    double u = prng_uniform(&s->rng) * sum, cum = 0.0;
     for (size_t i = 0; i < m; i++) {
         cum += exp(((double)c[i].v - maxv) * inv_t);
         if (u < cum) return c[i].id;
@@ -478,6 +447,6 @@ void sampler_probs(struct sampler *s, const float *logits, float *probs) {
     for (size_t i = 0; i < m; i++) probs[c[i].id] = (float)(exp(((double)c[i].v - maxv) * inv_t) / sum);
 }
 
-double sampler_uniform(struct sampler *s) { return s ? rng_uniform(s->rng) : 0.0; }
+double sampler_uniform(struct sampler *s) { return s ? prng_uniform(&s->rng) : 0.0; }
 
 bool sampler_is_greedy(const struct sampler *s) { return s && s->p.temp <= 0.0f; }
