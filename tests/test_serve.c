@@ -682,26 +682,35 @@ TEST(serve_queue_full_is_503_with_retry_after) {
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
 
-TEST(serve_graceful_shutdown) {
-    struct serve_proc s;
-    if (!serve_start(&s, "-t 2 -c 512 --drain-timeout 60", 120)) return;
-    struct bg_call c = {.s = &s, .path = "/v1/completions"};
-    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":40,\"ignore_eos\":true,\"stream\":true}");
+/* Streams a completion of max_tokens in the background and, once it runs,
+ * stops the server with sig: checks the exit status 0, the 200 and the
+ * closing data: [DONE]; the stream's finish reason goes into finish. */
+static void stop_while_streaming(struct serve_proc *s, int max_tokens, int sig, double timeout_s, char *finish,
+                                 size_t cap) {
+    struct bg_call c = {.s = s, .path = "/v1/completions"};
+    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":%d,\"ignore_eos\":true,\"stream\":true}",
+             max_tokens);
     pthread_create(&c.th, NULL, bg_run, &c);
-    /* wait until it is running, then SIGTERM: it finishes, the process exits 0 */
-    CHECK(metric_reaches(&s, "kvik_requests_running", 1, 30));
-    int port = s.port;
-    int rc = serve_stop(&s, SIGTERM, 120);
+    CHECK(metric_reaches(s, "kvik_requests_running", 1, 30));
+    int rc = serve_stop(s, sig, timeout_s);
     pthread_join(c.th, NULL);
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(c.r.status, 200);
     bool done;
-    char finish[32];
-    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, sizeof finish, NULL, NULL);
+    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, cap, NULL, NULL);
     CHECK(done);
-    CHECK_STR(finish, "length");
     free(t);
     http_reply_free(&c.r);
+}
+
+TEST(serve_graceful_shutdown) {
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 512 --drain-timeout 60", 120)) return;
+    /* SIGTERM while a request runs: it finishes, the process exits 0 */
+    int port = s.port;
+    char finish[32];
+    stop_while_streaming(&s, 40, SIGTERM, 120, finish, sizeof finish);
+    CHECK_STR(finish, "length");
     /* nothing listens any more */
     struct serve_proc gone = {.port = port};
     struct http_reply r;
@@ -733,23 +742,11 @@ TEST(serve_default_max_tokens_fits_the_kv_pool) {
 TEST(serve_drain_deadline_cancels) {
     struct serve_proc s;
     if (!serve_start(&s, "-t 2 -c 4096 --drain-timeout 0.5", 120)) return;
-    struct bg_call c = {.s = &s, .path = "/v1/completions"};
-    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}");
-    pthread_create(&c.th, NULL, bg_run, &c);
-    CHECK(metric_reaches(&s, "kvik_requests_running", 1, 30));
     /* SIGINT: the long request is cut at the deadline, the stream still ends
      * properly, and the process exits 0 */
-    int rc = serve_stop(&s, SIGINT, 60);
-    pthread_join(c.th, NULL);
-    CHECK_EQ_INT(rc, 0);
-    CHECK_EQ_INT(c.r.status, 200);
-    bool done;
     char finish[32];
-    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, sizeof finish, NULL, NULL);
-    CHECK(done);
+    stop_while_streaming(&s, 4000, SIGINT, 60, finish, sizeof finish);
     CHECK_STR(finish, "cancelled");
-    free(t);
-    http_reply_free(&c.r);
 }
 
 /* ---- many clients ------------------------------------------------------- */
