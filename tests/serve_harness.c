@@ -30,7 +30,16 @@ char *serve_log(const struct serve_proc *s) {
     return t ? t : strdup("");
 }
 
-bool serve_start(struct serve_proc *s, const char *args, double timeout_s) {
+/* The child exited: reports it with its log and forgets it. */
+static void child_exited(struct serve_proc *s, int st, const char *when) {
+    char *log = serve_log(s);
+    test_fail(__FILE__, __LINE__, "kvik serve exited (%d) %s: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, when, log);
+    free(log);
+    s->pid = 0;
+    remove(s->log_path);
+}
+
+bool serve_spawn(struct serve_proc *s, const char *env, const char *args, double timeout_s) {
     static int serial;
     pthread_once(&curl_once, curl_init);
     memset(s, 0, sizeof *s);
@@ -38,8 +47,9 @@ bool serve_start(struct serve_proc *s, const char *args, double timeout_s) {
     if (!strstr(args, "-m ") && !test_default_model(model, sizeof model)) return false;
     snprintf(s->log_path, sizeof s->log_path, "/tmp/kvik-serve-%d-%d.log", (int)getpid(), serial++);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "exec '%s' serve --port 0 %s%s%s %s 2>'%s' >/dev/null </dev/null", test_env("KVIK_BIN"),
-             model[0] ? "-m '" : "", model, model[0] ? "'" : "", args, s->log_path);
+    snprintf(cmd, sizeof cmd, "%s%sexec '%s' serve --port 0 %s%s%s %s 2>'%s' >/dev/null </dev/null", env ? env : "",
+             env ? " " : "", test_env("KVIK_BIN"), model[0] ? "-m '" : "", model, model[0] ? "'" : "", args,
+             s->log_path);
     pid_t pid = fork();
     if (pid < 0) {
         test_fail(__FILE__, __LINE__, "fork: %s", strerror(errno));
@@ -54,44 +64,57 @@ bool serve_start(struct serve_proc *s, const char *args, double timeout_s) {
     while (now_s() - t0 < timeout_s) {
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
-            char *log = serve_log(s);
-            test_fail(__FILE__, __LINE__, "kvik serve exited (%d) before it was ready: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, log);
-            free(log);
-            s->pid = 0;
-            remove(s->log_path);
+            child_exited(s, st, "before it listened");
             return false;
         }
-        if (!s->port) {
-            char *log = serve_log(s);
-            const char *p = strstr(log, "listening on http://");
-            const char *nl = p ? strchr(p, '\n') : NULL;
-            if (nl) {
-                const char *colon = nl;
-                while (colon > p && *colon != ':') colon--;
-                s->port = atoi(colon + 1);
-            }
-            free(log);
+        char *log = serve_log(s);
+        const char *p = strstr(log, "listening on http://");
+        const char *nl = p ? strchr(p, '\n') : NULL;
+        if (nl) {
+            const char *colon = nl;
+            while (colon > p && *colon != ':') colon--;
+            s->port = atoi(colon + 1);
         }
-        if (s->port) {
-            struct http_reply r;
-            long code = http_call(s, "GET", "/health", NULL, NULL, false, 2, &r);
-            /* while the model loads: 503 {"status":"loading"}; then 200 {"status":"ok"} */
-            if (code == 503) {
-                CHECK_MSG(strstr(r.body, "\"loading\"") != NULL, "/health 503 while starting: %s", r.body);
-                s->loading_seen++;
-            } else if (code == 200) {
-                CHECK_MSG(strstr(r.body, "\"ok\"") != NULL, "/health 200: %s", r.body);
-            } else if (code != 0) {
-                test_fail(__FILE__, __LINE__, "/health answered %ld while starting", code);
-            }
-            http_reply_free(&r);
-            if (code == 200) return true;
+        free(log);
+        if (s->port) return true;
+        usleep(10000);
+    }
+    test_fail(__FILE__, __LINE__, "kvik serve not listening after %.0f s", timeout_s);
+    serve_stop(s, SIGKILL, 5);
+    return false;
+}
+
+bool serve_wait_ready(struct serve_proc *s, double timeout_s) {
+    double t0 = now_s();
+    while (now_s() - t0 < timeout_s) {
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            child_exited(s, st, "before it was ready");
+            return false;
         }
+        struct http_reply r;
+        long code = http_call(s, "GET", "/health", NULL, NULL, false, 2, &r);
+        /* while the model loads: 503 {"status":"loading"}; then 200 {"status":"ok"} */
+        if (code == 503) {
+            CHECK_MSG(strstr(r.body, "\"loading\"") != NULL, "/health 503 while starting: %s", r.body);
+            s->loading_seen++;
+        } else if (code == 200) {
+            CHECK_MSG(strstr(r.body, "\"ok\"") != NULL, "/health 200: %s", r.body);
+        } else if (code != 0) {
+            test_fail(__FILE__, __LINE__, "/health answered %ld while starting", code);
+        }
+        http_reply_free(&r);
+        if (code == 200) return true;
         usleep(20000);
     }
     test_fail(__FILE__, __LINE__, "kvik serve not ready after %.0f s", timeout_s);
     serve_stop(s, SIGKILL, 5);
     return false;
+}
+
+bool serve_start(struct serve_proc *s, const char *args, double timeout_s) {
+    double t0 = now_s();
+    return serve_spawn(s, NULL, args, timeout_s) && serve_wait_ready(s, timeout_s - (now_s() - t0));
 }
 
 int serve_stop(struct serve_proc *s, int sig, double timeout_s) {

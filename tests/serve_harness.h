@@ -3,9 +3,10 @@
  * tests, and a small libcurl client.
  *
  * serve_start runs `$KVIK_BIN serve --port 0 ARGS` with stderr in a file,
- * reads the port from its "listening on http://HOST:PORT" line and waits
- * until /health answers 200 (or the child exits). The tests then talk HTTP
- * to 127.0.0.1:PORT as any client would.
+ * reads the port from its "listening on http://HOST:PORT" line
+ * (serve_spawn) and waits until /health answers 200 or the child exits
+ * (serve_wait_ready). The tests then talk HTTP to 127.0.0.1:PORT as any
+ * client would.
  */
 #ifndef KVIK_TESTS_SERVE_HARNESS_H
 #define KVIK_TESTS_SERVE_HARNESS_H
@@ -25,6 +26,16 @@ struct serve_proc {
  * one). False (the test marked skipped when the model is missing, failed
  * otherwise) when it does not come up within timeout_s. */
 bool serve_start(struct serve_proc *s, const char *args, double timeout_s);
+
+/* The first half of serve_start: runs the server with env (shell words
+ * NAME=VALUE before the command, NULL: none) and returns once it listens
+ * (s->port set), whether or not the model is loaded yet. */
+bool serve_spawn(struct serve_proc *s, const char *env, const char *args, double timeout_s);
+
+/* The second half: polls /health until 200 (counting 503 "loading"
+ * answers in s->loading_seen). False, the test failed and the child gone,
+ * when it exits first or is not ready within timeout_s. */
+bool serve_wait_ready(struct serve_proc *s, double timeout_s);
 
 /* Sends sig (SIGTERM, SIGINT), waits up to timeout_s for the exit; the
  * exit status, -1 if it died of a signal or was killed after the timeout.

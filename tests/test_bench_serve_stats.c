@@ -205,8 +205,8 @@ TEST(bench_serve_arrivals) {
 
 TEST(bench_serve_rng_gamma_moments) {
     /* Gamma(k, 1) has mean k and variance k */
-    struct lg_rng r;
-    lg_rng_seed(&r, 7);
+    struct prng r;
+    prng_seed(&r, 7);
     static const double ks[] = {0.3, 1.0, 2.5, 9.0};
     for (int j = 0; j < 4; j++) {
         double k = ks[j], s = 0, s2 = 0;
@@ -226,7 +226,7 @@ TEST(bench_serve_rng_gamma_moments) {
     }
     double u = 0;
     for (int i = 0; i < 1000; i++) {
-        double x = lg_rng_uniform(&r);
+        double x = prng_uniform(&r);
         CHECK(x >= 0 && x < 1);
         u += x;
     }

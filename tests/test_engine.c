@@ -298,6 +298,24 @@ static void stats_idle(struct engine *e, struct engine_stats *st) {
     }
 }
 
+/* The engine of most tests: cfg over the fixture's model, with col ready
+ * for its requests; NULL (the test marked failed) if it does not start. */
+static struct engine *start_engine(const struct fixture *f, const struct engine_config *cfg, struct collector *col) {
+    struct kvik_err err = {0};
+    struct engine *e = engine_new(f->m, cfg, &err);
+    if (!e) {
+        test_fail(__FILE__, __LINE__, "engine_new: %s", err.msg);
+        return NULL;
+    }
+    collector_init(col);
+    return e;
+}
+
+static void stop_engine(struct engine *e, struct collector *col) {
+    engine_free(e);
+    collector_free(col);
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 TEST(engine_batch_invariance_32_prompts) {
@@ -305,10 +323,9 @@ TEST(engine_batch_invariance_32_prompts) {
     if (!f || !fixture_refs(f)) return;
     struct engine_config cfg = test_config(f);
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[N_PROMPTS];
     struct sampler_params sp = greedy_params();
     /* alone through the engine: the same as the plain loop */
@@ -341,8 +358,7 @@ TEST(engine_batch_invariance_32_prompts) {
     /* 34 requests of at most 6 tokens, in far fewer steps than one per token */
     CHECK_MSG(st.steps < 40, "%llu steps", (unsigned long long)st.steps);
     CHECK(engine_kv_consistent(e));
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_preemption_keeps_outputs) {
@@ -354,10 +370,9 @@ TEST(engine_preemption_keeps_outputs) {
     cfg.max_seqs = 12;
     cfg.max_batch_tokens = 64;
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[12];
     struct sampler_params sp = greedy_params();
     for (int i = 0; i < 12; i++)
@@ -373,8 +388,7 @@ TEST(engine_preemption_keeps_outputs) {
     CHECK_EQ_INT(st.kv_blocks_used, 0);
     CHECK(engine_kv_consistent(e));
     printf("    %llu preemptions in %llu steps\n", (unsigned long long)st.preemptions, (unsigned long long)st.steps);
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_cancel_frees_blocks) {
@@ -383,10 +397,9 @@ TEST(engine_cancel_frees_blocks) {
     struct engine_config cfg = test_config(f);
     cfg.max_seqs = 4;
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[5];
     struct sampler_params sp = greedy_params();
     /* a 3-choice request and two more fill the 4 slots... */
@@ -431,8 +444,7 @@ TEST(engine_cancel_frees_blocks) {
     REQUIRE(submit(e, &col, &out[4], f->prompt[4], f->np[4], 2, 1, &sp, -1, false, &err) == KVIK_OK);
     REQUIRE(collector_wait(&col));
     CHECK_EQ_INT(out[4].ch[0].n, 2);
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_n_choices_share_prompt_blocks) {
@@ -450,10 +462,9 @@ TEST(engine_n_choices_share_prompt_blocks) {
     cfg.kv_blocks = 8; /* shared: 3 + 3 copies of the last block; unshared: 4 x 3 */
     cfg.max_seqs = 8;
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[2], one[MAX_N];
     struct sampler_params sp = sampler_params_default();
     sp.seed = 1234;
@@ -488,8 +499,7 @@ TEST(engine_n_choices_share_prompt_blocks) {
         if (i) differ += memcmp(a->tok, out[0].ch[0].tok, sizeof(int32_t) * 8) != 0;
     }
     CHECK_MSG(differ > 0, "every choice sampled the same tokens");
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_admission_busy_and_invalid) {
@@ -505,10 +515,9 @@ TEST(engine_admission_busy_and_invalid) {
     cfg = test_config(f);
     cfg.max_seqs = 1;
     cfg.max_queue = 2;
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[4];
     struct sampler_params sp = greedy_params();
     REQUIRE(submit(e, &col, &out[0], f->prompt[0], f->np[0], 100, 1, &sp, -1, true, &err) == KVIK_OK);
@@ -567,8 +576,7 @@ TEST(engine_admission_busy_and_invalid) {
     CHECK(out[2].ch[0].finish == ENGINE_FINISH_LENGTH && out[2].ch[0].n == 4);
     engine_drain(e, clock_ns());
     CHECK_EQ_INT(submit(e, &col, &out[3], f->prompt[3], f->np[3], 4, 1, &sp, -1, false, &err), KVIK_ERR_BUSY);
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_logprobs) {
@@ -576,10 +584,9 @@ TEST(engine_logprobs) {
     if (!f || !fixture_refs(f)) return;
     struct engine_config cfg = test_config(f);
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[7];
     struct sampler_params sp = greedy_params();
     for (int i = 0; i < 4; i++) {
@@ -605,8 +612,7 @@ TEST(engine_logprobs) {
     }
     for (int c = 0; c < 2; c++)
         CHECK(out[6].ch[c].finish == ENGINE_FINISH_STOP && out[6].ch[c].n == 2 && out[6].ch[c].n_generated == 2);
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 TEST(engine_drain_by_deadline) {
@@ -616,10 +622,9 @@ TEST(engine_drain_by_deadline) {
     cfg.n_ctx = 1100;
     cfg.max_seqs = 4;
     struct kvik_err err = {0};
-    struct engine *e = engine_new(f->m, &cfg, &err);
-    REQUIRE(e);
     struct collector col;
-    collector_init(&col);
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
     static struct req_out out[6];
     struct sampler_params sp = greedy_params();
     /* a far deadline: everything finishes normally */
@@ -648,8 +653,7 @@ TEST(engine_drain_by_deadline) {
         CHECK(c->n < 1000);
     }
     CHECK(engine_kv_consistent(e));
-    engine_free(e);
-    collector_free(&col);
+    stop_engine(e, &col);
 }
 
 /* A 2-layer random-weight model with the default model's vocabulary cut to

@@ -510,3 +510,107 @@ TEST(sampler_greedy_equals_plain_argmax) {
         free(l);
     }
 }
+
+/* ---- shared scratch ----------------------------------------------------- */
+
+/* Greedy with penalties by brute force: counts from the last window
+ * tokens of hist[0..n), then the argmax of the penalised logits. */
+static int32_t greedy_reference(const struct sampler_params *p, const float *logits, int32_t nv, const int32_t *hist,
+                                int n) {
+    int32_t *cnt = calloc((size_t)nv, sizeof *cnt);
+    for (int i = n - p->repeat_last_n > 0 ? n - p->repeat_last_n : 0; i < n; i++) cnt[hist[i]]++;
+    int32_t best = 0;
+    float bv = -INFINITY;
+    for (int32_t t = 0; t < nv; t++) {
+        float v = logits[t];
+        if (cnt[t] > 0) {
+            v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
+            v -= (float)cnt[t] * p->frequency_penalty + p->presence_penalty;
+        }
+        if (v > bv) bv = v, best = t;
+    }
+    free(cnt);
+    return best;
+}
+
+TEST(sampler_shared_scratch_holds_no_vocab_buffers) {
+    enum { NV = 49152, NS = 256 };
+    struct kvik_err err = {0};
+    struct sampler_params p = sampler_params_default();
+    p.seed = 7;
+    /* its own scratch: 16 bytes per token (candidates, stamps, counts) */
+    struct sampler *own = sampler_new(&p, NV, &err);
+    REQUIRE(own);
+    CHECK_MSG(sampler_bytes(own) >= (size_t)NV * 16, "own scratch: %zu bytes", sampler_bytes(own));
+    /* a queue of 256 samplers sharing one scratch: a few hundred bytes each */
+    struct sampler_scratch *sc = sampler_scratch_new(NV, &err);
+    REQUIRE(sc);
+    struct sampler *q[NS];
+    size_t total = 0;
+    for (int i = 0; i < NS; i++) {
+        struct sampler_params pi = p;
+        pi.repeat_penalty = i % 2 ? 1.1f : 1.0f; /* penalties on or off: no counts either way */
+        q[i] = sampler_new_shared(&pi, NV, sc, &err);
+        REQUIRE(q[i]);
+        total += sampler_bytes(q[i]);
+    }
+    CHECK_MSG(total < (size_t)NS * 1024, "256 shared samplers hold %zu bytes", total);
+    for (int i = 0; i < NS; i++) sampler_free(q[i]);
+    sampler_free(own);
+    /* a scratch of another vocabulary size is refused */
+    CHECK(sampler_new_shared(&p, NV - 1, sc, &err) == NULL);
+    CHECK_EQ_INT(err.code, KVIK_ERR_INVALID_ARG);
+    sampler_scratch_free(sc);
+    CHECK_EQ_INT(sampler_scratch_new(0, &err) == NULL, 1);
+}
+
+TEST(sampler_shared_scratch_same_tokens_as_own) {
+    /* four samplers take turns on one scratch, with penalties and sliding
+     * windows, and each draws exactly what a sampler with its own scratch
+     * draws; greedy ones also match a brute-force reference */
+    enum { NV = 300, NSMP = 4, STEPS = 400 };
+    struct kvik_err err = {0};
+    struct sampler_scratch *sc = sampler_scratch_new(NV, &err);
+    REQUIRE(sc);
+    struct sampler_params ps[NSMP];
+    struct sampler *shared[NSMP], *own[NSMP];
+    int32_t *hist[NSMP];
+    for (int k = 0; k < NSMP; k++) {
+        ps[k] = sampler_params_default();
+        ps[k].seed = 100 + (uint64_t)k;
+        ps[k].temp = k % 2 ? 0.9f : 0.0f;
+        ps[k].repeat_penalty = k == 2 ? 1.0f : 1.0f + 0.1f * (float)(k + 1);
+        ps[k].frequency_penalty = 0.05f * (float)(k + 1);
+        ps[k].presence_penalty = k >= 2 ? 0.2f : 0.0f;
+        ps[k].repeat_last_n = 5 + 7 * k;
+        shared[k] = sampler_new_shared(&ps[k], NV, sc, &err);
+        own[k] = sampler_new(&ps[k], NV, &err);
+        hist[k] = malloc(STEPS * sizeof *hist[k]);
+        REQUIRE(shared[k] && own[k] && hist[k]);
+    }
+    uint64_t rs = 42;
+    float logits[NV];
+    for (int step = 0; step < STEPS; step++)
+        for (int k = 0; k < NSMP; k++) {
+            /* 24 high logits, some in the window and some not, close
+             * enough that the penalties decide often */
+            for (int t = 0; t < NV; t++) logits[t] = test_rand_uniform(&rs, -4.0f, 0.0f);
+            for (int t = 0; t < 24; t++) logits[t * 11] = test_rand_uniform(&rs, 0.5f, 2.0f);
+            int32_t a = sampler_sample(shared[k], logits), b = sampler_sample(own[k], logits);
+            if (a != b) {
+                test_fail(__FILE__, __LINE__, "sampler %d step %d: shared scratch %d, own %d", k, step, a, b);
+                step = STEPS;
+                break;
+            }
+            if (ps[k].temp <= 0.0f) CHECK_EQ_INT(a, greedy_reference(&ps[k], logits, NV, hist[k], step));
+            hist[k][step] = a;
+            sampler_accept(shared[k], a);
+            sampler_accept(own[k], a);
+        }
+    for (int k = 0; k < NSMP; k++) {
+        sampler_free(shared[k]);
+        sampler_free(own[k]);
+        free(hist[k]);
+    }
+    sampler_scratch_free(sc);
+}

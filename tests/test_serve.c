@@ -3,7 +3,8 @@
  * the server runs as a child process on a free port with the default model
  * and the tests talk to it with libcurl (serve_harness.c).
  *
- * Covered: command-line errors; routes, error objects and status codes
+ * Covered: command-line errors; the loading state (503 + Retry-After
+ * until the model is up) and a model that fails to load; routes, error objects and status codes
  * (malformed JSON, wrong types, out-of-range values, body over the limit
  * with and without Content-Length, invalid UTF-8, prompts over the
  * context, thousands of stop strings, 404/405); API keys; streaming equal
@@ -163,6 +164,86 @@ TEST(serve_cli_arguments) {
     CHECK(strstr(out, "usage: kvik serve") && strstr(out, "--api-key"));
     CHECK_EQ_INT(test_run_kvik("serve -m /nonexistent.gguf --port 0", out, sizeof out, err, sizeof err), 1);
     CHECK(strstr(err, "not found") != NULL);
+}
+
+/* ---- start-up -------------------------------------------------------- */
+
+/* GET or POST path while the model loads: 503, an OpenAI error object with
+ * code model_loading, and Retry-After. */
+static void expect_loading(const struct serve_proc *s, const char *method, const char *path, const char *body,
+                           int line) {
+    struct http_reply r;
+    http_call(s, method, path, body, NULL, false, 10, &r);
+    const char *code = NULL;
+    char buf[64];
+    if (r.status != 503)
+        test_fail(__FILE__, line, "%s %s while loading: status %ld, want 503: %.300s", method, path, r.status, r.body);
+    else if (!error_shape(r.body, &code, buf, sizeof buf) || strcmp(code, "model_loading") != 0)
+        test_fail(__FILE__, line, "%s %s while loading: %.300s", method, path, r.body);
+    else if (!r.retry_after[0])
+        test_fail(__FILE__, line, "%s %s while loading: no Retry-After", method, path);
+    http_reply_free(&r);
+}
+
+TEST(serve_listens_while_the_model_loads) {
+    struct serve_proc s;
+    /* the load waits 3 s (a test-only knob), so there is time to look */
+    if (!serve_spawn(&s, "KVIK_TEST_LOAD_DELAY_MS=3000", "-t 1 -c 256", 60)) return;
+    struct http_reply r;
+    CHECK_EQ_INT(http_call(&s, "GET", "/health", NULL, NULL, false, 10, &r), 503);
+    CHECK_MSG(strstr(r.body, "\"loading\"") != NULL, "%s", r.body);
+    http_reply_free(&r);
+    expect_loading(&s, "POST", "/v1/completions", "{\"prompt\":\"Hi\",\"max_tokens\":2}", __LINE__);
+    expect_loading(&s, "POST", "/v1/chat/completions",
+                   "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}", __LINE__);
+    expect_loading(&s, "GET", "/v1/models", NULL, __LINE__);
+    expect_loading(&s, "POST", "/tokenize", "{\"content\":\"Hi\"}", __LINE__);
+    /* still routed: unknown paths 404, and /metrics answers, not ready */
+    CHECK_EQ_INT(http_call(&s, "GET", "/v1/nothing", NULL, NULL, false, 10, &r), 404);
+    http_reply_free(&r);
+    char *m = metrics_text(&s);
+    double v = -1;
+    CHECK(metrics_value(m, "kvik_server_ready", &v) && v == 0);
+    CHECK(metrics_value(m, "kvik_requests_rejected_total{reason=\"loading\"}", &v) && v == 4);
+    free(m);
+    /* then it flips to ready: /health 200 after some 503s, and requests work */
+    bool ready = serve_wait_ready(&s, 120);
+    REQUIRE(ready);
+    CHECK(s.loading_seen > 0);
+    CHECK_EQ_INT(http_post(&s, "/v1/completions", "{\"prompt\":\"Hi\",\"max_tokens\":2}", &r), 200);
+    http_reply_free(&r);
+    CHECK_EQ_INT(http_call(&s, "GET", "/v1/models", NULL, NULL, false, 10, &r), 200);
+    http_reply_free(&r);
+    m = metrics_text(&s);
+    CHECK(metrics_value(m, "kvik_server_ready", &v) && v == 1);
+    free(m);
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
+TEST(serve_model_that_fails_to_load_exits_1) {
+    /* a GGUF header with an impossible key count, and a file that is not GGUF */
+    static const char bad_header[] = "GGUF\x03\x00\x00\x00garbagegarbagegarbage", not_gguf[] = "hello, not a model";
+    static const struct {
+        const char *p;
+        size_t n;
+    } bodies[] = {{bad_header, sizeof bad_header - 1}, {not_gguf, sizeof not_gguf - 1}};
+    for (int i = 0; i < 2; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/tmp/kvik-bad-model-%d-%d.gguf", (int)getpid(), i);
+        FILE *f = fopen(path, "wb");
+        REQUIRE(f);
+        fwrite(bodies[i].p, 1, bodies[i].n, f);
+        fclose(f);
+        char args[160], out[1024], err[4096];
+        snprintf(args, sizeof args, "serve -t 1 --port 0 -m %s", path);
+        int st = test_run_kvik(args, out, sizeof out, err, sizeof err);
+        remove(path);
+        CHECK_MSG(st == 1, "kvik %s: exit %d, want 1: %s", args, st, err);
+        /* it listened first, then said what went wrong and with which file */
+        CHECK_MSG(strstr(err, "listening on") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "cannot load the model") && strstr(err, path), "%s", err);
+        CHECK_MSG(strstr(err, i == 0 ? "n_kv" : "bad magic") != NULL, "%s", err);
+    }
 }
 
 /* ---- routes and errors ------------------------------------------------ */
@@ -601,26 +682,35 @@ TEST(serve_queue_full_is_503_with_retry_after) {
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
 
-TEST(serve_graceful_shutdown) {
-    struct serve_proc s;
-    if (!serve_start(&s, "-t 2 -c 512 --drain-timeout 60", 120)) return;
-    struct bg_call c = {.s = &s, .path = "/v1/completions"};
-    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":40,\"ignore_eos\":true,\"stream\":true}");
+/* Streams a completion of max_tokens in the background and, once it runs,
+ * stops the server with sig: checks the exit status 0, the 200 and the
+ * closing data: [DONE]; the stream's finish reason goes into finish. */
+static void stop_while_streaming(struct serve_proc *s, int max_tokens, int sig, double timeout_s, char *finish,
+                                 size_t cap) {
+    struct bg_call c = {.s = s, .path = "/v1/completions"};
+    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":%d,\"ignore_eos\":true,\"stream\":true}",
+             max_tokens);
     pthread_create(&c.th, NULL, bg_run, &c);
-    /* wait until it is running, then SIGTERM: it finishes, the process exits 0 */
-    CHECK(metric_reaches(&s, "kvik_requests_running", 1, 30));
-    int port = s.port;
-    int rc = serve_stop(&s, SIGTERM, 120);
+    CHECK(metric_reaches(s, "kvik_requests_running", 1, 30));
+    int rc = serve_stop(s, sig, timeout_s);
     pthread_join(c.th, NULL);
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(c.r.status, 200);
     bool done;
-    char finish[32];
-    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, sizeof finish, NULL, NULL);
+    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, cap, NULL, NULL);
     CHECK(done);
-    CHECK_STR(finish, "length");
     free(t);
     http_reply_free(&c.r);
+}
+
+TEST(serve_graceful_shutdown) {
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 512 --drain-timeout 60", 120)) return;
+    /* SIGTERM while a request runs: it finishes, the process exits 0 */
+    int port = s.port;
+    char finish[32];
+    stop_while_streaming(&s, 40, SIGTERM, 120, finish, sizeof finish);
+    CHECK_STR(finish, "length");
     /* nothing listens any more */
     struct serve_proc gone = {.port = port};
     struct http_reply r;
@@ -652,23 +742,11 @@ TEST(serve_default_max_tokens_fits_the_kv_pool) {
 TEST(serve_drain_deadline_cancels) {
     struct serve_proc s;
     if (!serve_start(&s, "-t 2 -c 4096 --drain-timeout 0.5", 120)) return;
-    struct bg_call c = {.s = &s, .path = "/v1/completions"};
-    snprintf(c.body, sizeof c.body, "{\"prompt\":\"Count:\",\"max_tokens\":4000,\"ignore_eos\":true,\"stream\":true}");
-    pthread_create(&c.th, NULL, bg_run, &c);
-    CHECK(metric_reaches(&s, "kvik_requests_running", 1, 30));
     /* SIGINT: the long request is cut at the deadline, the stream still ends
      * properly, and the process exits 0 */
-    int rc = serve_stop(&s, SIGINT, 60);
-    pthread_join(c.th, NULL);
-    CHECK_EQ_INT(rc, 0);
-    CHECK_EQ_INT(c.r.status, 200);
-    bool done;
     char finish[32];
-    char *t = stream_text(c.r.body ? c.r.body : "", 0, &done, finish, sizeof finish, NULL, NULL);
-    CHECK(done);
+    stop_while_streaming(&s, 4000, SIGINT, 60, finish, sizeof finish);
     CHECK_STR(finish, "cancelled");
-    free(t);
-    http_reply_free(&c.r);
 }
 
 /* ---- many clients ------------------------------------------------------- */

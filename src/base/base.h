@@ -83,6 +83,23 @@ static inline uint64_t hash64_pair(uint64_t a, uint64_t b) {
     return x ^ (x >> 31);
 }
 
+/* ---- random numbers -------------------------------------------------- */
+
+/* xoshiro256** (Blackman and Vigna), seeded with four outputs of
+ * splitmix64: fast, 256 bits of state, not cryptographic. A seed gives the
+ * same stream on every run and machine (the sampler's draws and the load
+ * generator's arrivals depend on it). */
+struct prng {
+    uint64_t s[4]; /* xoshiro256** state */
+};
+
+/* One splitmix64 output; advances *x. */
+uint64_t prng_splitmix64(uint64_t *x);
+void prng_seed(struct prng *r, uint64_t seed);
+uint64_t prng_next(struct prng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double prng_uniform(struct prng *r);
+
 /* Peak resident set size of this process in bytes (0 if unknown). */
 uint64_t mem_peak_rss(void);
 

@@ -36,6 +36,19 @@ int cmd_bench_serve(int argc, char **argv); /* argv[1] is "serve", "sweep" or "c
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
 bool cli_parse_float(const char *s, float lo, float hi, float *out);
 
+/* What a flag handler of cli_parse_flags says about one flag and its value. */
+enum cli_flag { CLI_FLAG_OK, CLI_FLAG_BAD_VALUE, CLI_FLAG_UNKNOWN };
+
+/*
+ * The argument loop of the bench subcommands over argv[from..argc):
+ * "--help"/"-h" print usage on stdout; "--json" sets *json; every other
+ * flag takes one value and goes to fn(user, flag, value). Returns -1 when
+ * all were taken, else the exit status: 0 after --help, 2 after one line
+ * on stderr ("kvik CMD: unknown argument ...", "... bad value ...").
+ */
+int cli_parse_flags(int argc, char **argv, int from, const char *cmd, void (*usage)(FILE *), bool *json,
+                    enum cli_flag (*fn)(void *user, const char *flag, const char *value), void *user);
+
 /* The model path: arg (-m), else $KVIK_MODEL, else the default model in
  * $KVIK_MODELS or ~/.cache/kvik/models (written into buf). */
 const char *cli_resolve_model(const char *arg, char *buf, size_t len);

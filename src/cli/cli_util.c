@@ -27,6 +27,36 @@ bool cli_parse_float(const char *s, float lo, float hi, float *out) {
     return true;
 }
 
+int cli_parse_flags(int argc, char **argv, int from, const char *cmd, void (*usage)(FILE *), bool *json,
+                    enum cli_flag (*fn)(void *user, const char *flag, const char *value), void *user) {
+    for (int i = from; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            *json = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "kvik %s: unknown argument or missing value: '%s'\n", cmd, a);
+            return 2;
+        }
+        enum cli_flag f = fn(user, a, v);
+        if (f == CLI_FLAG_UNKNOWN) {
+            fprintf(stderr, "kvik %s: unknown argument '%s' (try kvik %s --help)\n", cmd, a, cmd);
+            return 2;
+        }
+        if (f == CLI_FLAG_BAD_VALUE) {
+            fprintf(stderr, "kvik %s: bad value '%s' for %s\n", cmd, v, a);
+            return 2;
+        }
+        i++;
+    }
+    return -1;
+}
+
 const char *cli_resolve_model(const char *arg, char *buf, size_t len) {
     if (arg) return arg;
     const char *env = getenv("KVIK_MODEL");

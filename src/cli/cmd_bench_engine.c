@@ -118,37 +118,31 @@ static bool run_batch(const struct model *m, int threads, int batch, int n_promp
     return ok;
 }
 
+/* Where cmd_bench_engine's flags go (its locals). */
+struct engine_flags {
+    const char **model, **list;
+    long *n_prompt, *n_gen, *threads;
+};
+
+static enum cli_flag engine_flag(void *user, const char *a, const char *v) {
+    struct engine_flags *f = user;
+    bool ok = true;
+    if (!strcmp(a, "-m")) *f->model = v;
+    else if (!strcmp(a, "-b")) *f->list = v;
+    else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 1, 1 << 16, f->n_prompt);
+    else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 1, 1 << 16, f->n_gen);
+    else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, f->threads);
+    else return CLI_FLAG_UNKNOWN;
+    return ok ? CLI_FLAG_OK : CLI_FLAG_BAD_VALUE;
+}
+
 int cmd_bench_engine(int argc, char **argv) {
     const char *model_arg = NULL, *list = "1,8,32";
     long n_prompt = 32, n_gen = 64, threads = cpu_count();
     bool json = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            continue;
-        } else if (!v) {
-            fprintf(stderr, "kvik bench engine: unknown argument or missing value: '%s'\n", a);
-            return 2;
-        } else if (!strcmp(a, "-m")) model_arg = v;
-        else if (!strcmp(a, "-b")) list = v;
-        else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 1, 1 << 16, &n_prompt);
-        else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 1, 1 << 16, &n_gen);
-        else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &threads);
-        else {
-            fprintf(stderr, "kvik bench engine: unknown argument '%s' (try kvik bench engine --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "kvik bench engine: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-        i++;
-    }
+    struct engine_flags f = {&model_arg, &list, &n_prompt, &n_gen, &threads};
+    int st = cli_parse_flags(argc, argv, 2, "bench engine", usage, &json, engine_flag, &f);
+    if (st >= 0) return st;
     long batches[16];
     int n_batches = 0;
     for (const char *p = list; *p;) {

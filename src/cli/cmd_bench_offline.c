@@ -100,43 +100,38 @@ static double run_tg(struct offline *b, int n, struct kvik_err *err) {
     return (double)(clock_ns() - t0) * 1e-9;
 }
 
+/* Where cmd_bench_offline's flags go (its locals). */
+struct offline_flags {
+    const char **model;
+    long *n_prompt, *n_gen, *depth, *reps, *threads;
+    int *cache_type;
+};
+
+static enum cli_flag offline_flag(void *user, const char *a, const char *v) {
+    struct offline_flags *f = user;
+    bool ok = true;
+    if (!strcmp(a, "-m")) *f->model = v;
+    else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 0, 1 << 20, f->n_prompt);
+    else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 20, f->n_gen);
+    else if (!strcmp(a, "-d")) ok = cli_parse_long(v, 0, 1 << 20, f->depth);
+    else if (!strcmp(a, "--cache-type")) {
+        int t = tensor_type_from_name(v);
+        ok = t == TENSOR_TYPE_F32 || t == TENSOR_TYPE_F16 || t == TENSOR_TYPE_Q8_0;
+        *f->cache_type = t;
+    } else if (!strcmp(a, "-r")) ok = cli_parse_long(v, 1, 1000, f->reps);
+    else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, f->threads);
+    else return CLI_FLAG_UNKNOWN;
+    return ok ? CLI_FLAG_OK : CLI_FLAG_BAD_VALUE;
+}
+
 int cmd_bench_offline(int argc, char **argv) {
     const char *model_arg = NULL;
     long n_prompt = 512, n_gen = 128, depth = 0, reps = 5, threads = cpu_count();
     int cache_type = TENSOR_TYPE_F32;
     bool json = false;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            continue;
-        } else if (!v) {
-            fprintf(stderr, "kvik bench offline: unknown argument or missing value: '%s'\n", a);
-            return 2;
-        } else if (!strcmp(a, "-m")) model_arg = v;
-        else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 0, 1 << 20, &n_prompt);
-        else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 20, &n_gen);
-        else if (!strcmp(a, "-d")) ok = cli_parse_long(v, 0, 1 << 20, &depth);
-        else if (!strcmp(a, "--cache-type")) {
-            cache_type = tensor_type_from_name(v);
-            ok = cache_type == TENSOR_TYPE_F32 || cache_type == TENSOR_TYPE_F16 || cache_type == TENSOR_TYPE_Q8_0;
-        }
-        else if (!strcmp(a, "-r")) ok = cli_parse_long(v, 1, 1000, &reps);
-        else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &threads);
-        else {
-            fprintf(stderr, "kvik bench offline: unknown argument '%s' (try kvik bench offline --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "kvik bench offline: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-        i++;
-    }
+    struct offline_flags f = {&model_arg, &n_prompt, &n_gen, &depth, &reps, &threads, &cache_type};
+    int st = cli_parse_flags(argc, argv, 2, "bench offline", usage, &json, offline_flag, &f);
+    if (st >= 0) return st;
     if (n_prompt == 0 && n_gen == 0) {
         fprintf(stderr, "kvik bench offline: nothing to measure (-p 0 and -n 0)\n");
         return 2;

@@ -298,7 +298,7 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
         sp.seed = seed + (uint64_t)i;
         if (sp.seed == SAMPLER_SEED_RANDOM) sp.seed += 1ull << 32;
         s->tokens = malloc(cap * sizeof *s->tokens);
-        s->smp = sampler_new(&sp, e->n_vocab, NULL);
+        s->smp = sampler_new_shared(&sp, e->n_vocab, e->smp_scratch, NULL);
         if (!s->tokens || !s->smp || (e->spec && !spec_seq_new(e, s, &sp))) {
             req_free(q);
             return err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for a request's %d choices", r->n);
@@ -556,6 +556,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     if (spec_engine_new(e, &e->n_rows, err)) goto fail;
     size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs, R = (size_t)e->n_rows;
     e->is_eog = calloc((size_t)e->n_vocab, sizeof *e->is_eog);
+    e->smp_scratch = sampler_scratch_new(e->n_vocab, NULL);
     e->running = calloc(S, sizeof *e->running);
     e->by_kv = calloc(S, sizeof *e->by_kv);
     e->samp = calloc(R, sizeof *e->samp);
@@ -564,7 +565,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     e->b_seq = malloc(T * sizeof *e->b_seq);
     e->b_logits = malloc(T * sizeof *e->b_logits);
     e->logits = mem_alloc_aligned(R * (size_t)e->n_vocab * sizeof(float));
-    if (!e->is_eog || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
+    if (!e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
         !e->logits) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for step buffers");
         goto fail;
@@ -621,6 +622,7 @@ void engine_free(struct engine *e) {
     spec_engine_free(e);
     kv_paged_free(&e->kv);
     free(e->is_eog);
+    sampler_scratch_free(e->smp_scratch); /* after every request's samplers */
     free(e->running);
     free(e->by_kv);
     free(e->samp);

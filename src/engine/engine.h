@@ -46,7 +46,9 @@
  *
  * Sampling: each choice has its own sampler (sampler.h); the prompt's
  * tokens are accepted into it before the first token, so repetition
- * penalties see the prompt as llama.cpp's do.
+ * penalties see the prompt as llama.cpp's do. The samplers share one
+ * vocabulary-sized scratch, used on the engine thread only, so a waiting
+ * request holds no n_vocab-sized buffer for sampling.
  *
  * Speculative decoding (config.spec_mode, engine/spec.h): each step every
  * decoding choice may add a draft after its last token (prompt lookup, or

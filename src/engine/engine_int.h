@@ -77,6 +77,8 @@ struct engine {
     struct model_ctx *ctx;
     struct kv_paged kv;
     bool *is_eog;        /* [n_vocab] */
+    struct sampler_scratch *smp_scratch; /* shared by every choice's samplers: they sample on the
+                                            engine thread only, one after another */
     uint64_t cache_salt; /* model identity, KV type, block size, a random secret (prefix.c) */
 
     pthread_t thread;

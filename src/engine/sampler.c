@@ -1,7 +1,14 @@
 /*
  * sampler.c — the sampling chain described in sampler.h: penalties, top-k,
- * top-p, min-p, temperature and a seeded draw, over a private copy of the
- * logits held in scratch space allocated once by sampler_new.
+ * top-p, min-p, temperature and a seeded draw, over a copy of the logits in
+ * scratch space that is the sampler's own or shared with other samplers of
+ * the same thread (sampler_scratch).
+ *
+ * A sampler itself holds only its parameters, its random stream and the
+ * ring of the last repeat_last_n accepted tokens. The penalties' counts are
+ * not kept per sampler: each sampling call counts the ring into the
+ * scratch, under an epoch stamp so that nothing vocabulary-sized is
+ * cleared per call.
  */
 #include "engine/sampler.h"
 
@@ -14,50 +21,25 @@ struct cand {
     int32_t id; // token id
 };
 
+struct sampler_scratch {
+    int32_t n_vocab;
+    struct cand *cand;  // [n_vocab] the working copy of one call's logits
+    uint32_t *stamp;    // [n_vocab] last epoch the token was in a history window
+    int32_t *count;     // [n_vocab] its occurrences there (valid where stamp == epoch)
+    uint32_t epoch;     // one per penalised sampling call, whichever sampler made it
+};
+
 struct sampler {
     struct sampler_params p; // validated copy
     int32_t n_vocab;
     uint64_t seed;      // resolved seed (never SAMPLER_SEED_RANDOM's meaning)
-    uint64_t rng[4];    // xoshiro256** state
-    struct cand *cand;  // [n_vocab] scratch
-    int32_t *counts;    // [n_vocab] occurrences of each token in the history window
-    uint32_t *stamp;    // [n_vocab] last epoch a token was penalised (dedupe)
-    uint32_t epoch;
-    int32_t *hist;      // [repeat_last_n] ring of accepted tokens
+    struct prng rng;     // the draws (base.h: xoshiro256**)
+    struct sampler_scratch *sc;  // scratch in use: shared, or own
+    struct sampler_scratch *own; // allocated by sampler_new (NULL when shared)
+    int32_t *hist;      // [repeat_last_n + 1] ring of accepted tokens
     int32_t hist_len;   // entries in use
     int32_t hist_pos;   // next slot to write
 };
-
-/* ---- random numbers: splitmix64 seeding, xoshiro256** stream ---------- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(uint64_t s[4]) {
-    uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
-
-static void rng_seed(uint64_t s[4], uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
-}
 
 /* ---- params ----------------------------------------------------------- */
 
@@ -105,26 +87,61 @@ kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+struct sampler_scratch *sampler_scratch_new(int32_t n_vocab, struct kvik_err *err) {
+    if (n_vocab <= 0) {
+        err_set(err, KVIK_ERR_INVALID_ARG, "sampler: n_vocab must be > 0, got %d", (int)n_vocab);
+        return NULL;
+    }
+    /* one block: the struct, then cand, stamp and count (stamps start at 0) */
+    size_t n = (size_t)n_vocab;
+    struct sampler_scratch *sc =
+        calloc(1, sizeof *sc + n * (sizeof *sc->cand + sizeof *sc->stamp + sizeof *sc->count));
+    if (!sc) {
+        err_set(err, KVIK_ERR_NOMEM, "sampler: out of memory for n_vocab %d", (int)n_vocab);
+        return NULL;
+    }
+    sc->n_vocab = n_vocab;
+    sc->cand = (struct cand *)(sc + 1);
+    sc->stamp = (uint32_t *)(sc->cand + n);
+    sc->count = (int32_t *)(sc->stamp + n);
+    return sc;
+}
+
+void sampler_scratch_free(struct sampler_scratch *sc) { free(sc); }
+
+static size_t scratch_bytes(const struct sampler_scratch *sc) {
+    return sizeof *sc + (size_t)sc->n_vocab * (sizeof *sc->cand + sizeof *sc->stamp + sizeof *sc->count);
+}
+
 struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab,
                             struct kvik_err *err) {
+    return sampler_new_shared(p, n_vocab, NULL, err);
+}
+
+struct sampler *sampler_new_shared(const struct sampler_params *p, int32_t n_vocab,
+                                   struct sampler_scratch *sc, struct kvik_err *err) {
     if (sampler_params_validate(p, err) != KVIK_OK) return NULL;
     if (n_vocab <= 0) {
         err_set(err, KVIK_ERR_INVALID_ARG, "sampler: n_vocab must be > 0, got %d", (int)n_vocab);
+        return NULL;
+    }
+    if (sc && sc->n_vocab != n_vocab) {
+        err_set(err, KVIK_ERR_INVALID_ARG, "sampler: the shared scratch is for n_vocab %d, not %d",
+                (int)sc->n_vocab, (int)n_vocab);
         return NULL;
     }
     struct sampler *s = calloc(1, sizeof *s);
     if (!s) goto nomem;
     s->p = *p;
     s->n_vocab = n_vocab;
-    s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
-    s->stamp = calloc((size_t)n_vocab, sizeof *s->stamp);
     s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
-    if (!s->cand || !s->counts || !s->stamp || !s->hist) goto nomem;
+    if (!s->hist) goto nomem;
+    if (!sc && !(sc = s->own = sampler_scratch_new(n_vocab, NULL))) goto nomem;
+    s->sc = sc;
     s->seed = p->seed;
     if (p->seed == SAMPLER_SEED_RANDOM) {
         uint64_t x = (uint64_t)clock_ns() ^ (uint64_t)(uintptr_t)s;
-        s->seed = splitmix64(&x);
+        s->seed = prng_splitmix64(&x);
     }
     sampler_reset(s);
     return s;
@@ -136,19 +153,21 @@ nomem:
 
 void sampler_free(struct sampler *s) {
     if (!s) return;
-    free(s->cand);
-    free(s->counts);
-    free(s->stamp);
+    sampler_scratch_free(s->own);
     free(s->hist);
     free(s);
 }
 
+size_t sampler_bytes(const struct sampler *s) {
+    if (!s) return 0;
+    return sizeof *s + ((size_t)s->p.repeat_last_n + 1) * sizeof *s->hist + (s->own ? scratch_bytes(s->own) : 0);
+}
+
 void sampler_reset(struct sampler *s) {
     if (!s) return;
-    memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
     s->hist_len = 0;
     s->hist_pos = 0;
-    rng_seed(s->rng, s->seed);
+    prng_seed(&s->rng, s->seed);
 }
 
 uint64_t sampler_seed(const struct sampler *s) { return s ? s->seed : 0; }
@@ -157,10 +176,8 @@ void sampler_accept(struct sampler *s, int32_t token) {
     if (!s || token < 0 || token >= s->n_vocab) return;
     int32_t n = s->p.repeat_last_n;
     if (n == 0) return;
-    if (s->hist_len == n) s->counts[s->hist[s->hist_pos]]--; /* evict the oldest */
-    else s->hist_len++;
+    if (s->hist_len < n) s->hist_len++; /* else the oldest is overwritten */
     s->hist[s->hist_pos] = token;
-    s->counts[token]++;
     s->hist_pos = (s->hist_pos + 1) % n;
 }
 
@@ -239,34 +256,44 @@ static bool penalties_active(const struct sampler_params *p) {
            p->presence_penalty != 0.0f;
 }
 
-/* Token t's sanitised logit v after the penalties of its count. */
+/* Token t's sanitised logit v after the penalties of its count (t is in
+ * the history window just stamped). */
 static inline float penalised(const struct sampler *s, int32_t t, float v) {
     const struct sampler_params *p = &s->p;
-    int32_t c = s->counts[t];
+    int32_t c = s->sc->count[t];
     v = v > 0.0f ? v / p->repeat_penalty : v * p->repeat_penalty;
     v -= (float)c * p->frequency_penalty + (c > 0 ? p->presence_penalty : 0.0f);
     return sanitize(v);
 }
 
-/* Starts a new epoch and stamps every token of the history window once;
- * false when no penalty applies. */
+/* Starts a new epoch of the scratch, stamps every token of the history
+ * window and counts its occurrences; false when no penalty applies. */
 static bool stamp_history(struct sampler *s) {
     if (s->hist_len == 0 || !penalties_active(&s->p)) return false;
-    if (++s->epoch == 0) { /* wrapped: clear the stamps once every 2^32 calls */
-        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
-        s->epoch = 1;
+    struct sampler_scratch *sc = s->sc;
+    if (++sc->epoch == 0) { /* wrapped: clear the stamps once every 2^32 calls */
+        memset(sc->stamp, 0, (size_t)sc->n_vocab * sizeof *sc->stamp);
+        sc->epoch = 1;
     }
-    for (int32_t j = 0; j < s->hist_len; j++) s->stamp[s->hist[j]] = s->epoch;
+    for (int32_t j = 0; j < s->hist_len; j++) {
+        int32_t t = s->hist[j];
+        if (sc->stamp[t] != sc->epoch) {
+            sc->stamp[t] = sc->epoch;
+            sc->count[t] = 0;
+        }
+        sc->count[t]++;
+    }
     return true;
 }
 
 static void apply_penalties(struct sampler *s) {
     if (!stamp_history(s)) return;
+    struct sampler_scratch *sc = s->sc;
     for (int32_t j = 0; j < s->hist_len; j++) {
         int32_t t = s->hist[j];
-        if (s->stamp[t] != s->epoch) continue; /* done: a repeat in the window */
-        s->stamp[t] = s->epoch - 1;
-        s->cand[t].v = penalised(s, t, s->cand[t].v);
+        if (sc->stamp[t] != sc->epoch) continue; /* done: a repeat in the window */
+        sc->stamp[t] = sc->epoch - 1;
+        sc->cand[t].v = penalised(s, t, sc->cand[t].v);
     }
 }
 
@@ -275,10 +302,11 @@ static void apply_penalties(struct sampler *s) {
 static int32_t sample_greedy(struct sampler *s, const float *logits) {
     size_t n = (size_t)s->n_vocab, best = 0;
     if (stamp_history(s)) {
-        float bv = s->stamp[0] == s->epoch ? penalised(s, 0, sanitize(logits[0])) : sanitize(logits[0]);
+        const uint32_t *stamp = s->sc->stamp, epoch = s->sc->epoch;
+        float bv = stamp[0] == epoch ? penalised(s, 0, sanitize(logits[0])) : sanitize(logits[0]);
         for (size_t i = 1; i < n; i++) {
             float v = sanitize(logits[i]);
-            if (s->stamp[i] == s->epoch) v = penalised(s, (int32_t)i, v);
+            if (stamp[i] == epoch) v = penalised(s, (int32_t)i, v);
             if (v > bv) bv = v, best = i;
         }
         return (int32_t)best;
@@ -306,10 +334,10 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
 /* Stages 1-6 over a private copy of logits. Greedy (temp <= 0, every
  * logit -inf, or a temperature so small 1/temp overflows): returns the
  * argmax id. Otherwise returns -1 and leaves the survivors in
- * s->cand[0..*m), each weighing exp((v - *maxv) * *inv_t). */
+ * s->sc->cand[0..*m), each weighing exp((v - *maxv) * *inv_t). */
 static int32_t run_chain(struct sampler *s, const float *logits, size_t *m_out, float *maxv_out, double *inv_t_out) {
     const struct sampler_params *p = &s->p;
-    struct cand *c = s->cand;
+    struct cand *c = s->sc->cand;
     size_t n = (size_t)s->n_vocab;
     if (p->temp <= 0.0f) return sample_greedy(s, logits);
 
@@ -391,10 +419,10 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     int32_t g = run_chain(s, logits, &m, &maxv, &inv_t);
     if (g >= 0) return g;
     /* 7. softmax, one draw */
-    const struct cand *c = s->cand;
+    const struct cand *c = s->sc->cand;
     double sum = 0.0;
     for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
-    double u = rng_uniform(s->rng) * sum, cum = 0.0;
+    double u = prng_uniform(&s->rng) * sum, cum = 0.0;
     for (size_t i = 0; i < m; i++) {
         cum += exp(((double)c[i].v - maxv) * inv_t);
         if (u < cum) return c[i].id;
@@ -413,12 +441,12 @@ void sampler_probs(struct sampler *s, const float *logits, float *probs) {
         probs[g] = 1.0f;
         return;
     }
-    const struct cand *c = s->cand;
+    const struct cand *c = s->sc->cand;
     double sum = 0.0;
     for (size_t i = 0; i < m; i++) sum += exp(((double)c[i].v - maxv) * inv_t);
     for (size_t i = 0; i < m; i++) probs[c[i].id] = (float)(exp(((double)c[i].v - maxv) * inv_t) / sum);
 }
 
-double sampler_uniform(struct sampler *s) { return s ? rng_uniform(s->rng) : 0.0; }
+double sampler_uniform(struct sampler *s) { return s ? prng_uniform(&s->rng) : 0.0; }
 
 bool sampler_is_greedy(const struct sampler *s) { return s && s->p.temp <= 0.0f; }

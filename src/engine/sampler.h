@@ -32,10 +32,20 @@
  * quickselect (O(n_vocab)) and sorts only the k survivors; top-p without
  * top-k grows a sorted prefix by repeated selection instead of sorting the
  * whole vocabulary. If every logit is -inf (or NaN) the sampler returns the
- * lowest id, 0. sampler_sample allocates nothing: all scratch space is
- * allocated by sampler_new.
+ * lowest id, 0. sampler_sample allocates nothing.
  *
- * A sampler is not thread-safe; use one per sequence.
+ * Memory: the chain works in scratch space of 16 bytes per vocabulary
+ * entry (the candidate copy, and the penalties' per-token stamps and
+ * counts). sampler_new gives each sampler its own; samplers that are only
+ * ever used one after another on one thread can share one instead
+ * (sampler_new_shared), and then hold a few hundred bytes each (the
+ * engine shares one among all its requests, so a long queue of waiting
+ * requests costs no vocabulary-sized buffers). The penalties' counts are
+ * recounted from the history ring on each call, O(repeat_last_n).
+ *
+ * A sampler is not thread-safe; use one per sequence. Samplers sharing a
+ * scratch must not be used concurrently (creating one, sampler_accept and
+ * sampler_reset do not touch the scratch and may run on another thread).
  */
 #ifndef KVIK_SAMPLER_H
 #define KVIK_SAMPLER_H
@@ -67,10 +77,26 @@ kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_
 
 struct sampler;
 
-/* NULL on invalid params / n_vocab <= 0 (KVIK_ERR_INVALID_ARG) or no memory. */
+/* Scratch space for samplers of n_vocab entries (see Memory above). NULL
+ * on n_vocab <= 0 (KVIK_ERR_INVALID_ARG) or no memory. */
+struct sampler_scratch;
+struct sampler_scratch *sampler_scratch_new(int32_t n_vocab, struct kvik_err *err);
+/* After every sampler using it is freed. */
+void sampler_scratch_free(struct sampler_scratch *sc);
+
+/* A sampler with its own scratch. NULL on invalid params / n_vocab <= 0
+ * (KVIK_ERR_INVALID_ARG) or no memory. */
 struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab,
                             struct kvik_err *err);
+/* A sampler working in sc (which must be for n_vocab and outlive it); sc
+ * NULL: the same as sampler_new. */
+struct sampler *sampler_new_shared(const struct sampler_params *p, int32_t n_vocab,
+                                   struct sampler_scratch *sc, struct kvik_err *err);
 void sampler_free(struct sampler *s);
+
+/* Bytes s holds itself: the sampler, its history ring and its own scratch
+ * (none when it shares one). */
+size_t sampler_bytes(const struct sampler *s);
 
 /* One token id in [0, n_vocab) from logits[n_vocab]; logits are not modified. */
 int32_t sampler_sample(struct sampler *s, const float *logits);

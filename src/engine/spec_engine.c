@@ -109,7 +109,7 @@ bool spec_seq_new(struct engine *e, struct eseq *s, const struct sampler_params 
     dp.repeat_penalty = 1.0f, dp.frequency_penalty = 0, dp.presence_penalty = 0;
     dp.seed = sp->seed ^ UINT64_C(0x5bd1e995);
     if (dp.seed == SAMPLER_SEED_RANDOM) dp.seed++;
-    if (!(q->dsmp = sampler_new(&dp, e->n_vocab, NULL))) return false;
+    if (!(q->dsmp = sampler_new_shared(&dp, e->n_vocab, e->smp_scratch, NULL))) return false;
     if (!sampler_is_greedy(q->dsmp) &&
         !(q->q = malloc((size_t)e->cfg.spec_max * (size_t)e->n_vocab * sizeof *q->q)))
         return false;

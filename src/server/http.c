@@ -5,13 +5,15 @@
  *
  * Routes:
  *   GET  /health                 200 {"status":"ok"}, 503 while loading or draining
- *   GET  /metrics                Prometheus text (metrics.c)
+ *   GET  /metrics                Prometheus text (metrics.c; kvik_server_ready 0 while loading)
  *   GET  /v1/models[/{id}]       the served model
  *   POST /v1/chat/completions    chat, streaming or not
  *   POST /v1/completions         text completion, streaming or not
  *   POST /tokenize, /detokenize  text <-> token ids
  * With an API key, every route but /health and /metrics needs
- * "Authorization: Bearer KEY" (compared in constant time).
+ * "Authorization: Bearer KEY" (compared in constant time). The others
+ * answer 503 with an OpenAI error object and Retry-After while the model
+ * loads (code model_loading) or the server drains.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -76,6 +78,7 @@ enum route {
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
 struct conn_state {
     enum route route;
+    bool needs_model;    /* answered 503 unless the server is ready */
     struct sbuf body;
     bool too_big;
 };
@@ -518,14 +521,14 @@ struct route_def {
     const char *method;
     enum route route;
     bool needs_auth;
-    bool needs_model;
+    bool needs_model;  /* 503 + Retry-After while loading or draining */
 };
 
 static const struct route_def routes[] = {
     {"/health", false, "GET", ROUTE_HEALTH, false, false},
     {"/metrics", false, "GET", ROUTE_METRICS, false, false},
-    {"/v1/models", false, "GET", ROUTE_MODELS, true, false},
-    {"/v1/models/", true, "GET", ROUTE_MODEL, true, false},
+    {"/v1/models", false, "GET", ROUTE_MODELS, true, true},
+    {"/v1/models/", true, "GET", ROUTE_MODEL, true, true},
     {"/v1/chat/completions", false, "POST", ROUTE_CHAT, true, true},
     {"/v1/completions", false, "POST", ROUTE_COMPLETIONS, true, true},
     {"/tokenize", false, "POST", ROUTE_TOKENIZE, true, true},
@@ -576,6 +579,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         cs->route = r->route;
+        cs->needs_model = r->needs_model;
         *req_cls = cs;
         return MHD_YES;
     }
@@ -597,9 +601,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
     }
     if (cs->body.failed) return reply(s, conn, 500, NULL, NULL, 0, false);
-    bool needs_model = cs->route == ROUTE_CHAT || cs->route == ROUTE_COMPLETIONS ||
-                       cs->route == ROUTE_TOKENIZE || cs->route == ROUTE_DETOKENIZE;
-    if (needs_model && atomic_load(&s->state) != SRV_READY) return reply_unavailable(s, conn);
+    if (cs->needs_model && atomic_load(&s->state) != SRV_READY) return reply_unavailable(s, conn);
     switch (cs->route) {
     case ROUTE_HEALTH: return handle_health(s, conn);
     case ROUTE_METRICS: return handle_metrics(s, conn);
@@ -706,11 +708,24 @@ static void load_chat_template(struct server *s) {
     free(text);
 }
 
+/* KVIK_TEST_LOAD_DELAY_MS (tests only): milliseconds to wait before the
+ * model load, so that a test can watch the loading state. */
+static void test_load_delay(void) {
+    const char *v = getenv("KVIK_TEST_LOAD_DELAY_MS");
+    long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms <= 0) return;
+    if (ms > 600000) ms = 600000;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 static bool load_model(struct server *s) {
     struct kvik_err err = {0};
     fprintf(stderr, "kvik serve: loading %s\n", s->cfg.model_path);
+    test_load_delay();
     if (model_load(s->cfg.model_path, &s->model, &err) || tokenizer_load(s->model->file, &s->tok, &err)) {
-        fprintf(stderr, "kvik serve: %s\n", err.msg);
+        fprintf(stderr, "kvik serve: cannot load the model %s: %s\n", s->cfg.model_path, err.msg);
         return false;
     }
     load_chat_template(s);

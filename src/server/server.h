@@ -11,7 +11,11 @@
  * the engine, which frees its KV blocks within a step.
  *
  * The server listens before the model is loaded: /health answers 503
- * {"status":"loading"} until the engine is up, 200 {"status":"ok"} after.
+ * {"status":"loading"} until the engine is up, 200 {"status":"ok"} after;
+ * meanwhile the routes that need the model (/v1/..., /tokenize, /detokenize)
+ * answer 503 + Retry-After with the error code model_loading. A model that
+ * fails to load ends server_run with 1. KVIK_TEST_LOAD_DELAY_MS (tests
+ * only) delays the load by that many milliseconds.
  * Prefix cache: on unless turned off; entries are isolated per API key
  * (the bearer token's hash; one shared key without authentication) and
  * per cache_salt, unless prefix_cache_shared (docs/server.md says why).

@@ -116,9 +116,9 @@ static bool sb_add(struct sbuf *b, const char *s, size_t n) {
     return true;
 }
 
-static bool add_words(struct sbuf *b, struct lg_rng *r, int64_t n) {
+static bool add_words(struct sbuf *b, struct prng *r, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        const char *w = k_words[lg_rng_u64(r) % N_WORDS];
+        const char *w = k_words[prng_next(r) % N_WORDS];
         if ((b->n && !sb_add(b, " ", 1)) || !sb_add(b, w, strlen(w))) return false;
     }
     return true;
@@ -134,7 +134,7 @@ static int64_t count_tokens(const struct tokenizer *tok, const char *s, size_t n
  * (a few rounds at most; the last count is kept if it never is). *ntok gets
  * the count (the word count without a tokenizer).
  */
-static char *random_text(struct lg_rng *r, const struct tokenizer *tok, int32_t target, int32_t *ntok) {
+static char *random_text(struct prng *r, const struct tokenizer *tok, int32_t target, int32_t *ntok) {
     struct sbuf b = {0};
     if (target < 1) target = 1;
     if (!add_words(&b, r, target) || !b.p) goto fail;
@@ -172,17 +172,17 @@ fail:
     return NULL;
 }
 
-static int32_t around(struct lg_rng *r, int32_t len, double ratio) {
+static int32_t around(struct prng *r, int32_t len, double ratio) {
     if (ratio <= 0) return len < 1 ? 1 : len;
     double lo = len * (1.0 - ratio), hi = len * (1.0 + ratio);
-    int32_t v = (int32_t)(lo + (hi - lo + 1) * lg_rng_uniform(r));
+    int32_t v = (int32_t)(lo + (hi - lo + 1) * prng_uniform(r));
     if (v > (int32_t)hi) v = (int32_t)hi;
     return v < 1 ? 1 : v;
 }
 
 static kvik_status build_random(const struct lg_dataset_params *p, struct lg_dataset *d, struct kvik_err *err) {
-    struct lg_rng r;
-    lg_rng_seed(&r, p->seed);
+    struct prng r;
+    prng_seed(&r, p->seed);
     int64_t cap = cap_of(d);
     for (int64_t i = 0; i < p->num_prompts; i++) {
         int32_t in = around(&r, p->input_len, p->range_ratio), out = around(&r, p->output_len, p->range_ratio), nt;
@@ -195,8 +195,8 @@ static kvik_status build_random(const struct lg_dataset_params *p, struct lg_dat
 }
 
 static kvik_status build_prefix(const struct lg_dataset_params *p, struct lg_dataset *d, struct kvik_err *err) {
-    struct lg_rng r;
-    lg_rng_seed(&r, p->seed);
+    struct prng r;
+    prng_seed(&r, p->seed);
     int32_t np = p->num_prefixes > 0 ? p->num_prefixes : 1;
     char **pre = calloc((size_t)np, sizeof *pre);
     int32_t *pre_tok = calloc((size_t)np, sizeof *pre_tok);
@@ -213,7 +213,7 @@ static kvik_status build_prefix(const struct lg_dataset_params *p, struct lg_dat
     }
     int64_t cap = cap_of(d);
     for (int64_t i = 0; i < p->num_prompts; i++) {
-        int32_t k = (int32_t)(lg_rng_u64(&r) % (uint64_t)np), qt;
+        int32_t k = (int32_t)(prng_next(&r) % (uint64_t)np), qt;
         char *q = random_text(&r, p->tok, p->question_len, &qt);
         char *sys = strdup(pre[k]);
         if (!q || !sys) {
@@ -353,10 +353,10 @@ kvik_status lg_dataset_parse_sharegpt(const char *buf, size_t len, const struct 
 /* ---- build ---------------------------------------------------------------------- */
 
 static void shuffle(struct lg_dataset *d, uint64_t seed) {
-    struct lg_rng r;
-    lg_rng_seed(&r, seed ^ 0x5EEDull);
+    struct prng r;
+    prng_seed(&r, seed ^ 0x5EEDull);
     for (int64_t i = d->n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(lg_rng_u64(&r) % (uint64_t)(i + 1));
+        int64_t j = (int64_t)(prng_next(&r) % (uint64_t)(i + 1));
         struct lg_prompt t = d->items[i];
         d->items[i] = d->items[j];
         d->items[j] = t;

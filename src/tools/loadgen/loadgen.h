@@ -88,16 +88,10 @@ void chunk_parse(const char *data, size_t len, struct chunk_info *out);
 
 /* ---- random numbers and arrivals --------------------------------------- */
 
-struct lg_rng {
-    uint64_t s[4]; /* xoshiro256** state */
-};
-
-void lg_rng_seed(struct lg_rng *r, uint64_t seed);
-uint64_t lg_rng_u64(struct lg_rng *r);
-double lg_rng_uniform(struct lg_rng *r); /* [0, 1) */
-double lg_rng_normal(struct lg_rng *r);  /* mean 0, sd 1 */
+/* Over base.h's struct prng (prng_seed, prng_next, prng_uniform). */
+double lg_rng_normal(struct prng *r);  /* mean 0, sd 1 */
 /* Gamma(shape, scale 1), shape > 0 (Marsaglia and Tsang). */
-double lg_rng_gamma(struct lg_rng *r, double shape);
+double lg_rng_gamma(struct prng *r, double shape);
 
 /*
  * Arrival times in seconds from the start, n of them, into t[]: gaps drawn
