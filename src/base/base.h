@@ -56,7 +56,8 @@ int64_t clock_ns(void);
 /* ---- memory ---------------------------------------------------------- */
 
 /* 64-byte aligned allocation, zero-filled; free with mem_free. NULL on
- * failure or on a size that overflows. */
+ * failure or on a size that overflows. From 8 MiB on, 2 MiB aligned and
+ * advised to use transparent huge pages (MADV_HUGEPAGE). */
 void *mem_alloc_aligned(size_t size);
 void mem_free(void *p);
 

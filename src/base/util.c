@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -92,13 +93,21 @@ uint64_t hash64(const void *p, size_t n, uint64_t seed) {
     return hash64_pair(h, t);
 }
 
+/* Allocations from this size on are 2 MiB aligned and asked to be backed
+ * by transparent huge pages: the weights' repacked copy and the KV pool are
+ * read all over at every step, and with 4 KiB pages nearly every K/V block
+ * an attention call touches misses the TLB. */
+enum { HUGE_FROM = 8 << 20, HUGE_PAGE = 2 << 20 };
+
 void *mem_alloc_aligned(size_t size) {
     if (size == 0) size = 1;
-    size_t rounded;
-    if (__builtin_add_overflow(size, (size_t)63, &rounded)) return NULL;
-    rounded &= ~(size_t)63;
-    void *p = aligned_alloc(64, rounded);
-    if (p) memset(p, 0, rounded);
+    size_t align = size >= HUGE_FROM ? HUGE_PAGE : 64, rounded;
+    if (__builtin_add_overflow(size, align - 1, &rounded)) return NULL;
+    rounded &= ~(align - 1);
+    void *p = aligned_alloc(align, rounded);
+    if (!p) return NULL;
+    if (align == HUGE_PAGE) madvise(p, rounded, MADV_HUGEPAGE); /* a hint; without THP it does nothing */
+    memset(p, 0, rounded);
     return p;
 }
 
