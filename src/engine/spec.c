@@ -167,7 +167,7 @@ static bool best_length(const struct spec_ctl *c, double a, int *k_out) {
         if (gk > g) g = gk, best = k;
     }
     *k_out = best;
-    return g > 1.0;
+    return g >= SPEC_MIN_GAIN;
 }
 
 double spec_draft_cost(const struct model *target, const struct model *draft) {
@@ -176,7 +176,7 @@ double spec_draft_cost(const struct model *target, const struct model *draft) {
     double forced = env ? strtod(env, &end) : -1.0;
     if (env && end != env && *end == '\0' && forced >= 0.0 && forced < 100.0) return forced;
     uint64_t t = model_decode_bytes(target);
-    return t ? (double)model_decode_bytes(draft) / (double)t : 1.0;
+    return t ? SPEC_DRAFT_OVERHEAD * (double)model_decode_bytes(draft) / (double)t : 1.0;
 }
 
 void spec_ctl_init(struct spec_ctl *c, int max, double draft_cost) {
