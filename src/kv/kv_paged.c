@@ -213,8 +213,10 @@ int kv_paged_seq_fork(struct kv_paged *kv, int src) {
         d->blocks[i] = s->blocks[i];
         kv->ref[s->blocks[i]]++;
     }
-    memcpy(d->chain, s->chain, (size_t)s->n_chain * sizeof *d->chain);
-    memcpy(d->serial, s->serial, (size_t)s->n_chain * sizeof *d->serial);
+    if (s->n_chain > 0) { /* no chain: the tables may not even be allocated */
+        memcpy(d->chain, s->chain, (size_t)s->n_chain * sizeof *d->chain);
+        memcpy(d->serial, s->serial, (size_t)s->n_chain * sizeof *d->serial);
+    }
     d->n_blocks = s->n_blocks;
     d->n_pos = s->n_pos;
     d->n_chain = s->n_chain;
