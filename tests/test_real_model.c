@@ -6,12 +6,16 @@
  * Checks that the strict reader accepts a file llama.cpp's tools wrote, that
  * the metadata reads as the model card says, that every tensor's byte size
  * matches its type and shape, and that the SIMD kernels agree with the
- * scalar reference on real weights (not only on random bits).
+ * scalar reference on real weights (not only on random bits), and that
+ * weights repacked at load give the file layout's logits bit for bit.
  */
 #include <float.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gguf/gguf.h"
+#include "model/kv.h"
+#include "model/model.h"
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
 #include "test.h"
@@ -128,4 +132,61 @@ TEST(real_model_kvik_run_greedy) {
     CHECK(strstr(out, "\"prompt_ids\":[504,3575,282,4649,314]") != NULL);
     CHECK(strstr(out, "\"generated_ids\":[7042,") != NULL);
     CHECK(strstr(out, "\"text\":\" Paris") != NULL);
+}
+
+/* Logits of a 20-token prefill (batched products) and one decode token
+ * (mat-vec) through the model loaded as model_load leaves it. */
+static bool forward_logits(struct model *m, float *out) {
+    const struct model_hparams *hp = &m->hp;
+    struct kvik_err err = {0};
+    struct model_ctx *c = model_ctx_new(m, 2, 32, 64, &err);
+    struct kv_flat kv;
+    bool ok = c && kv_flat_init(&kv, hp->n_layer, 1, 64, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F16, &err) == KVIK_OK;
+    if (!ok) {
+        test_fail(__FILE__, __LINE__, "context: %s", err.msg);
+        model_ctx_free(c);
+        return false;
+    }
+    enum { N = 20 };
+    int32_t tok[N + 1], pos[N + 1], seq[N + 1] = {0};
+    bool want[N];
+    for (int i = 0; i <= N; i++) tok[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab), pos[i] = i;
+    for (int i = 0; i < N; i++) want[i] = true;
+    struct model_batch b = {.n = N, .tokens = tok, .pos = pos, .seq = seq, .logits = want};
+    struct model_batch d = {.n = 1, .tokens = tok + N, .pos = pos + N, .seq = seq};
+    ok = model_forward(c, &kv.base, &b, out, &err) == KVIK_OK &&
+         model_forward(c, &kv.base, &d, out + (size_t)N * hp->n_vocab, &err) == KVIK_OK;
+    if (!ok) test_fail(__FILE__, __LINE__, "model_forward: %s", err.msg);
+    kv_flat_free(&kv);
+    model_ctx_free(c);
+    return ok;
+}
+
+/* Weights repacked for the kernel table (tensor_repack) give the same
+ * logits, bit for bit, as the file's layout (KVIK_REPACK=0), in prefill and
+ * in decode; where the table repacks nothing the two loads are the same. */
+TEST(real_model_repacked_weights_same_logits) {
+    char path[4096];
+    if (!test_default_model(path, sizeof path)) return;
+    struct kvik_err err = {0};
+    struct model *packed = NULL, *plain = NULL;
+    REQUIRE(model_load(path, &packed, &err) == KVIK_OK);
+    setenv("KVIK_REPACK", "0", 1);
+    kvik_status st = model_load(path, &plain, &err);
+    unsetenv("KVIK_REPACK");
+    REQUIRE(st == KVIK_OK);
+    CHECK(plain->panels == NULL && plain->layers[0].wq.panel == NULL);
+    if (tensor_repack_size(&plain->layers[0].wq)) /* this table repacks Q4_1 */
+        CHECK(packed->panels != NULL && packed->layers[0].wq.panel != NULL && packed->output.panel != NULL);
+    size_t n = (size_t)21 * (size_t)packed->hp.n_vocab;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    REQUIRE(a && b);
+    if (forward_logits(packed, a) && forward_logits(plain, b)) {
+        size_t differ = 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&a[i], &b[i], sizeof *a) != 0;
+        CHECK_MSG(differ == 0, "%zu of %zu logits differ between repacked and file-layout weights", differ, n);
+    }
+    free(a), free(b);
+    model_free(packed);
+    model_free(plain);
 }
