@@ -351,6 +351,21 @@ TEST(bench_serve_cli_serve_sweep_compare) {
     }
     CHECK(last[0] && last[1] && strcmp(last[0], last[1]) != 0);
     free(last[0]), free(last[1]);
+    /* a one-line file cannot give three points prompts of their own */
+    char one[256];
+    static const char *const one_line[] = {"{\"prompt\": \"hello\", \"output_len\": 2}"};
+    if (write_jsonl(one, sizeof one, one_line, 1)) {
+        int64_t before = fake_openai_requests(f);
+        snprintf(cmd, sizeof cmd,
+                 "bench sweep --url %s --rates inf,inf,inf --dataset file --dataset-path %s --quiet --fresh-prompts",
+                 g_url, one);
+        CHECK_EQ_INT(test_run_kvik(cmd, out, sizeof out, errb, sizeof errb), 1);
+        CHECK(strstr(errb, "too few prompts for 3 fresh points") != NULL);
+        CHECK_EQ_INT(fake_openai_requests(f) - before, 0);
+        remove(one);
+    } else {
+        test_fail(__FILE__, __LINE__, "cannot write the one-line dataset");
+    }
     fake_openai_stop(f);
 
     /* usage errors and a dead server */
