@@ -57,7 +57,7 @@ struct model_ctx {
     float *gate;   /* [max_tokens][n_ff] */
     float *up;     /* [max_tokens][n_ff] */
     int n_threads;
-    struct attn_span *spans;   /* [n_threads][max_ctx] runs of cached rows */
+    struct attn_span *spans;   /* [n_threads][2][max_ctx] runs of cached rows (an item's, the next one's) */
     float *attn_scratch;       /* [n_threads][attn_floats] the attention kernel's tiles and row state */
     size_t attn_floats;        /* tensor_attn_scratch_floats for the largest item, rounded to 16 */
     const float **attn_q;      /* [n_threads][ATTN_BLOCK_TOKENS * group] an item's query rows */
@@ -67,6 +67,7 @@ struct model_ctx {
     struct attn_item *items;   /* [max_items] this batch's attention items */
     int n_items, max_items;
     float *inv_freq; /* [rope_dim / 2] */
+    float *rope_cs;  /* [max_tokens][rope_dim / 2][2] cos and sin of each token's angles */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
 };
@@ -112,7 +113,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->up = alloc_floats(T * hp->n_ff, &ok);
     c->n_threads = pool_size(c->pool);
     size_t nth = (size_t)c->n_threads, max_rows = (size_t)ATTN_BLOCK_TOKENS * (hp->n_head / hp->n_head_kv);
-    c->spans = mem_alloc_aligned(nth * (size_t)max_ctx * sizeof(struct attn_span));
+    c->spans = mem_alloc_aligned(nth * 2 * (size_t)max_ctx * sizeof(struct attn_span));
     c->attn_floats = (tensor_attn_scratch_floats(hp->head_dim, (int)max_rows) + 15) & ~(size_t)15;
     c->attn_scratch = alloc_floats(nth * c->attn_floats, &ok);
     c->attn_q = mem_alloc_aligned(nth * max_rows * sizeof(float *));
@@ -122,6 +123,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->max_items = max_tokens * hp->n_head_kv; /* at most a block per token, times the K/V heads */
     c->items = mem_alloc_aligned((size_t)c->max_items * sizeof(struct attn_item));
     c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
+    c->rope_cs = alloc_floats(T * (size_t)hp->rope_dim, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
     for (int l = 0; l < hp->n_layer; l++) {
@@ -149,7 +151,7 @@ fail:
 void model_ctx_free(struct model_ctx *c) {
     if (!c) return;
     pool_free(c->pool);
-    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->inv_freq, c->attn_scratch};
+    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->inv_freq, c->rope_cs, c->attn_scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
     mem_free(c->rows);
     mem_free(c->spans);
@@ -162,19 +164,33 @@ void model_ctx_free(struct model_ctx *c) {
     free(c);
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * w, over n values. */
+/* y = x / sqrt(mean(x^2) + eps) * w, over n values; the sum of squares in
+ * double, as 8 interleaved partial sums (vectorizable) added in order. */
 static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double part[8] = {0}, ss = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += (double)x[i + j] * x[i + j];
+    for (int j = 0; j < 8; j++) ss += part[j];
+    for (; i < n; i++) ss += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    for (i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
-/* Rotates adjacent pairs (v[2i], v[2i+1]) of each head by pos * inv_freq[i]. */
-static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float *inv_freq, float pos) {
+/* The cosines and sines of pos * inv_freq[i], once per token and batch
+ * (every layer rotates by the same angles). */
+static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float pos) {
     for (int i = 0; i < rope_dim / 2; i++) {
         float theta = pos * inv_freq[i];
-        float c = cosf(theta), s = sinf(theta);
+        cs[2 * i] = cosf(theta);
+        cs[2 * i + 1] = sinf(theta);
+    }
+}
+
+/* Rotates adjacent pairs (v[2i], v[2i+1]) of each head by the angles cs. */
+static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float *cs) {
+    for (int i = 0; i < rope_dim / 2; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
         for (int h = 0; h < n_heads; h++) {
             float *p = v + (size_t)h * head_dim + 2 * i;
             float x0 = p[0], x1 = p[1];
@@ -184,11 +200,11 @@ static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float 
     }
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-
-/* gate[i] = silu(gate[i]) * up[i] over n values, cut into one run per
- * thread (each value is computed the same way wherever it falls). */
+/* gate[i] = silu(gate[i]) * up[i] over n values (the kernel table's
+ * silu_mul), cut into one run per thread (each value is computed the same
+ * way wherever it falls). */
 struct glu_job {
+    const struct tensor_kernels *k;
     float *gate;
     const float *up;
     size_t n;
@@ -198,11 +214,11 @@ static void glu_worker(void *arg, int ith, int nth) {
     struct glu_job *job = arg;
     size_t per = (job->n + (size_t)nth - 1) / (size_t)nth, i0 = per * (size_t)ith;
     size_t i1 = i0 + per < job->n ? i0 + per : job->n;
-    for (size_t i = i0; i < i1; i++) job->gate[i] = silu(job->gate[i]) * job->up[i];
+    if (i1 > i0) job->k->silu_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
 }
 
 static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
-    struct glu_job job = {gate, up, n};
+    struct glu_job job = {c->k, gate, up, n};
     if (n < 4096) glu_worker(&job, 0, 1); /* one token: not worth a wake-up */
     else pool_run(c->pool, glu_worker, &job);
 }
@@ -269,9 +285,43 @@ struct attn_job {
     atomic_bool failed;
 };
 
-/* One item: its query rows, the sequence's cached positions 0..the block's
- * last, run by run from the cache (this K/V head's part of each row), and
- * one call of the kernel table's attention. */
+/* An item's runs of cached rows: the sequence's positions 0..the block's
+ * last, run by run from the cache (this K/V head's part of each row).
+ * Returns the number of runs, -1 if the cache has no row for a position. */
+static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int layer, const struct attn_item *it,
+                           struct attn_span *spans) {
+    int seq = c->toks[it->first].seq;
+    int32_t end = c->toks[it->first + it->n_tok - 1].pos;
+    size_t head_off = tensor_row_size(kv->type, (int64_t)it->kvh * c->m->hp.head_dim);
+    int n_spans = 0;
+    for (int p = 0; p <= end;) {
+        const void *k, *v;
+        int len = kv->span(kv, layer, seq, p, end + 1 - p, &k, &v);
+        if (len < 1) return -1;
+        spans[n_spans++] = (struct attn_span){(const uint8_t *)k + head_off, (const uint8_t *)v + head_off, len};
+        p += len;
+    }
+    return n_spans;
+}
+
+/* The first ATTN_WARM_ROWS cached rows of an item, asked for ahead of
+ * time: the kernel prefetches a few tiles ahead of itself, but the first
+ * tiles of each item would otherwise wait for memory. */
+enum { ATTN_WARM_ROWS = 16 };
+
+static void attn_item_warm(const struct attn_span *spans, int n_spans, size_t row_bytes, size_t head_bytes) {
+    int left = ATTN_WARM_ROWS;
+    for (int s = 0; s < n_spans && left > 0; s++)
+        for (int j = 0; j < spans[s].n && left > 0; j++, left--)
+            for (size_t o = 0; o < head_bytes; o += 64) {
+                __builtin_prefetch((const uint8_t *)spans[s].k + (size_t)j * row_bytes + o, 0, 3);
+                __builtin_prefetch((const uint8_t *)spans[s].v + (size_t)j * row_bytes + o, 0, 3);
+            }
+}
+
+/* Items are claimed one ahead: while one runs, the next one's runs are
+ * known and its first rows on their way. Each item is one call of the
+ * kernel table's attention with the item's query rows. */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
@@ -279,19 +329,28 @@ static void attn_worker(void *arg, int ith, int nth) {
     const struct model_hparams *hp = &c->m->hp;
     struct kv_cache *kv = job->kv;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    size_t max_rows = (size_t)ATTN_BLOCK_TOKENS * group;
-    struct attn_span *spans = c->spans + (size_t)ith * c->max_ctx;
+    size_t max_rows = (size_t)ATTN_BLOCK_TOKENS * group, head_bytes = tensor_row_size(kv->type, hd);
+    struct attn_span *spans[2] = {c->spans + (size_t)ith * 2 * c->max_ctx,
+                                  c->spans + ((size_t)ith * 2 + 1) * c->max_ctx};
     float *scratch = c->attn_scratch + (size_t)ith * c->attn_floats;
     const float **rq = c->attn_q + (size_t)ith * max_rows;
     float **ro = c->attn_out + (size_t)ith * max_rows;
     int32_t *rl = c->attn_last + (size_t)ith * max_rows;
     float scale = 1.0f / sqrtf((float)hd);
-    for (;;) {
-        int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
-        if (i >= c->n_items) break;
+    int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed), cur = 0;
+    int n_spans = i < c->n_items ? attn_item_spans(c, kv, job->layer, &c->items[i], spans[cur]) : 0;
+    while (i < c->n_items) {
+        if (n_spans < 0) {
+            atomic_store(&job->failed, true);
+            return;
+        }
+        int next = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed), next_spans = 0;
+        if (next < c->n_items) {
+            next_spans = attn_item_spans(c, kv, job->layer, &c->items[next], spans[!cur]);
+            if (next_spans > 0) attn_item_warm(spans[!cur], next_spans, kv->row_bytes, head_bytes);
+        }
         const struct attn_item *it = &c->items[i];
-        int n_rows = 0, seq = c->toks[it->first].seq;
-        int32_t end = c->toks[it->first + it->n_tok - 1].pos;
+        int n_rows = 0;
         for (int j = 0; j < it->n_tok; j++) {
             const struct attn_tok *tk = &c->toks[it->first + j];
             for (int g = 0; g < group; g++) {
@@ -300,21 +359,10 @@ static void attn_worker(void *arg, int ith, int nth) {
                 n_rows++;
             }
         }
-        size_t head_off = tensor_row_size(kv->type, (int64_t)it->kvh * hd);
-        int n_spans = 0;
-        for (int p = 0; p <= end;) {
-            const void *k, *v;
-            int len = kv->span(kv, job->layer, seq, p, end + 1 - p, &k, &v);
-            if (len < 1) {
-                atomic_store(&job->failed, true);
-                return;
-            }
-            spans[n_spans++] = (struct attn_span){(const uint8_t *)k + head_off, (const uint8_t *)v + head_off, len};
-            p += len;
-        }
-        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans};
+        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans[cur], .n_spans = n_spans};
         struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl};
         c->k->attn(hd, scale, &akv, &rows, scratch);
+        i = next, n_spans = next_spans, cur = !cur;
     }
 }
 
@@ -347,6 +395,9 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int t = 0; t < n; t++)
         et->to_float((const uint8_t *)m->token_embd.data + (size_t)b->tokens[t] * m->token_embd.row_bytes,
                      c->x + (size_t)t * hp->n_embd, hp->n_embd);
+    for (int t = 0; t < n; t++)
+        rope_angles(c->rope_cs + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq,
+                    (float)b->pos[t] * hp->rope_scale);
     attn_plan(c, b);
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
@@ -356,9 +407,9 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
                     hp->rms_eps);
         if ((st = matmul3(c, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v, n))) break;
         for (int t = 0; t < n; t++) {
-            float pos = (float)b->pos[t] * hp->rope_scale;
-            rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
-            rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, c->inv_freq, pos);
+            const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
+            rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, cs);
+            rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, cs);
             void *kr = kv->row(kv, l, b->seq[t], b->pos[t], false);
             void *vr = kv->row(kv, l, b->seq[t], b->pos[t], true);
             if (!kr || !vr)

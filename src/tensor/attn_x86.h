@@ -42,7 +42,8 @@ static inline __m256 exp_neg_ps(__m256 x) {
 
 #ifdef __AVX512F__
 
-enum { ATTN_VW = 16 }; /* floats per vector */
+enum { ATTN_VW = 16 };        /* floats per vector */
+enum { ATTN_DIRECT_F16 = 1 }; /* F16 rows read in place (attn_load) */
 
 /* exp_neg_ps on 16 lanes, 2^n applied by vscalefps. */
 static inline __m512 exp_neg_ps512(__m512 x) {
@@ -63,17 +64,21 @@ static inline __m512 exp_neg_ps512(__m512 x) {
 
 /* Sixteen vectors -> one vector of their sixteen horizontal sums, in order:
  * pairs interleaved and added (8 vectors of 2 positions), then pairs of
- * pairs (4 of 4 positions per 128-bit lane), then the 128-bit lanes. */
-static inline __m512 hsum16_ps512(const __m512 a[16]) {
-    __m512 t[8], u[4];
-    for (int i = 0; i < 8; i++)
+ * pairs (4 of 4 positions per 128-bit lane), then the 128-bit lanes. The
+ * first eight vectors only reach lanes 0-7 and the last eight lanes 8-15,
+ * so the tree is built as two halves (hsum8_ps512) and their join. */
+static inline __m512 hsum8_ps512(const __m512 a[8]) {
+    __m512 t[4], u[2];
+    for (int i = 0; i < 4; i++)
         t[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         __m512d x = _mm512_castps_pd(t[2 * i]), y = _mm512_castps_pd(t[2 * i + 1]);
         u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
     }
-    __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
-    __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+}
+
+static inline __m512 hsum_join_ps512(__m512 w0, __m512 w1) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));
 }
 
@@ -94,54 +99,148 @@ static inline void attn_row_to_float(int type, const uint8_t *src, float *dst, i
     }
 }
 
-/* One row's update by the first n positions of a tile (k has 16 readable
- * rows; v the first n). */
-static inline void attn_row_tile(int hd, float scale, const float *q, const float *const *k, const float *const *v,
-                                 int n, float *m, float *l, float *out, float *p) {
-    __m512 acc[16];
-    for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+/* 16 cached values from position d of a row: F16 rows converted as they
+ * are loaded (F16 -> F32 is exact), F32 rows (cache or scratch) as they are. */
+static inline __m512 attn_load(const void *row, int d, bool f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)))
+               : _mm512_loadu_ps((const float *)row + d);
+}
+
+/* The chunk's loops are unrolled whole so that its accumulators stay in
+ * registers (the trip counts are constants once R is). */
+#define ATTN_UNROLL _Pragma("GCC unroll 16")
+
+enum { ATTN_CHUNK = 3 }; /* query rows updated together (a group's heads at one position) */
+
+/* Half of R rows' scores: the dot products with 8 positions (k[0..7]),
+ * each as 16 accumulators over d reduced by hsum8_ps512. */
+static inline __attribute__((always_inline)) void attn_chunk_scores8(const int R, const bool f16, int hd,
+                                                                      const float *const *q, const void *const *k,
+                                                                      __m512 *w) {
+    __m512 acc[ATTN_CHUNK][8];
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++)
+        ATTN_UNROLL
+        for (int j = 0; j < 8; j++) acc[r][j] = _mm512_setzero_ps();
     for (int d = 0; d < hd; d += 16) {
-        __m512 qv = _mm512_loadu_ps(q + d);
-        for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[j] + d), acc[j]);
+        __m512 qv[ATTN_CHUNK];
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) qv[r] = _mm512_loadu_ps(q[r] + d);
+        ATTN_UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m512 kv = attn_load(k[j], d, f16);
+            ATTN_UNROLL
+            for (int r = 0; r < R; r++) acc[r][j] = _mm512_fmadd_ps(qv[r], kv, acc[r][j]);
+        }
+    }
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) w[r] = hsum8_ps512(acc[r]);
+}
+
+/* R rows with the same last position (so the same n positions of the
+ * tile), updated together: each K and V value loaded once for all R.
+ * Every row's arithmetic is the single-row update's, operation for
+ * operation: 16 accumulators over d in order, the hsum tree, the masked
+ * maximum and exponentials, out = alpha out + p_j v_j for j in order. */
+static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, const bool f16, int hd, float scale,
+                                                                   const float *const *q, const void *const *k,
+                                                                   const void *const *v, int n, float *m, float *l,
+                                                                   float *const *out) {
+    __m512 w[2][ATTN_CHUNK];
+    attn_chunk_scores8(R, f16, hd, q, k, w[0]);
+    if (n > 8) {
+        attn_chunk_scores8(R, f16, hd, q, k + 8, w[1]);
+    } else { /* lanes 8-15 are all masked: their half is not needed */
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) w[1][r] = _mm512_setzero_ps();
     }
     __mmask16 valid = (__mmask16)((1u << n) - 1);
-    __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, hsum16_ps512(acc), _mm512_set1_ps(scale));
-    float mt = _mm512_reduce_max_ps(s), mn = *m > mt ? *m : mt;
-    __m512 e = _mm512_maskz_mov_ps(valid, exp_neg_ps512(_mm512_sub_ps(s, _mm512_set1_ps(mn))));
-    float alpha = *m == -INFINITY ? 0.0f : _mm512_cvtss_f32(exp_neg_ps512(_mm512_set1_ps(*m - mn)));
-    *l = *l * alpha + _mm512_reduce_add_ps(e);
-    *m = mn;
-    _mm512_storeu_ps(p, e);
-    const __m512 va = _mm512_set1_ps(alpha);
+    float alpha[ATTN_CHUNK];
+    _Alignas(64) float p[ATTN_CHUNK][16];
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) {
+        __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, hsum_join_ps512(w[0][r], w[1][r]),
+                                      _mm512_set1_ps(scale));
+        float mt = _mm512_reduce_max_ps(s), mn = m[r] > mt ? m[r] : mt;
+        __m512 e = _mm512_maskz_mov_ps(valid, exp_neg_ps512(_mm512_sub_ps(s, _mm512_set1_ps(mn))));
+        /* e^0 is exactly 1 in exp_neg_ps512, so an unchanged maximum skips it */
+        alpha[r] = m[r] == -INFINITY ? 0.0f
+                   : m[r] == mn      ? 1.0f
+                                     : _mm512_cvtss_f32(exp_neg_ps512(_mm512_set1_ps(m[r] - mn)));
+        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(e);
+        m[r] = mn;
+        _mm512_store_ps(p[r], e);
+    }
     int d0 = 0;
     for (; d0 + 64 <= hd; d0 += 64) {
-        __m512 a0 = _mm512_mul_ps(_mm512_loadu_ps(out + d0), va);
-        __m512 a1 = _mm512_mul_ps(_mm512_loadu_ps(out + d0 + 16), va);
-        __m512 a2 = _mm512_mul_ps(_mm512_loadu_ps(out + d0 + 32), va);
-        __m512 a3 = _mm512_mul_ps(_mm512_loadu_ps(out + d0 + 48), va);
+        __m512 a[ATTN_CHUNK][4];
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++)
+            ATTN_UNROLL
+            for (int c = 0; c < 4; c++)
+                a[r][c] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0 + 16 * c), _mm512_set1_ps(alpha[r]));
         for (int j = 0; j < n; j++) {
-            __m512 pj = _mm512_set1_ps(p[j]);
-            const float *vr = v[j] + d0;
-            a0 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr), a0);
-            a1 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 16), a1);
-            a2 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 32), a2);
-            a3 = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 48), a3);
+            __m512 vv[4];
+            ATTN_UNROLL
+            for (int c = 0; c < 4; c++) vv[c] = attn_load(v[j], d0 + 16 * c, f16);
+            ATTN_UNROLL
+            for (int r = 0; r < R; r++) {
+                __m512 pj = _mm512_set1_ps(p[r][j]);
+                ATTN_UNROLL
+                for (int c = 0; c < 4; c++) a[r][c] = _mm512_fmadd_ps(pj, vv[c], a[r][c]);
+            }
         }
-        _mm512_storeu_ps(out + d0, a0);
-        _mm512_storeu_ps(out + d0 + 16, a1);
-        _mm512_storeu_ps(out + d0 + 32, a2);
-        _mm512_storeu_ps(out + d0 + 48, a3);
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++)
+            ATTN_UNROLL
+            for (int c = 0; c < 4; c++) _mm512_storeu_ps(out[r] + d0 + 16 * c, a[r][c]);
     }
     for (; d0 < hd; d0 += 16) {
-        __m512 a = _mm512_mul_ps(_mm512_loadu_ps(out + d0), va);
-        for (int j = 0; j < n; j++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v[j] + d0), a);
-        _mm512_storeu_ps(out + d0, a);
+        __m512 a[ATTN_CHUNK];
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) a[r] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0), _mm512_set1_ps(alpha[r]));
+        for (int j = 0; j < n; j++) {
+            __m512 vv = attn_load(v[j], d0, f16);
+            ATTN_UNROLL
+            for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r][j]), vv, a[r]);
+        }
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(out[r] + d0, a[r]);
+    }
+}
+
+/* The rows that see a tile, in chunks of up to ATTN_CHUNK neighbours with
+ * the same last position; k and v hold 16 readable rows (F16 rows of the
+ * cache, or floats). */
+static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt, bool f16,
+                           const void *const *k, const void *const *v, struct attn_work *w) {
+    for (int r = 0; r < rows->n;) {
+        int32_t last = rows->last[r];
+        int R = 1;
+        while (R < ATTN_CHUNK && r + R < rows->n && rows->last[r + R] == last) R++;
+        if (last >= t0) {
+            int n = last + 1 - t0 < nt ? last + 1 - t0 : nt;
+            const float *const *q = rows->q + r;
+            float *const *o = rows->out + r;
+            float *m = w->m + r, *l = w->l + r;
+            if (f16) {
+                if (R == 3) attn_chunk_tile(3, true, hd, scale, q, k, v, n, m, l, o);
+                else if (R == 2) attn_chunk_tile(2, true, hd, scale, q, k, v, n, m, l, o);
+                else attn_chunk_tile(1, true, hd, scale, q, k, v, n, m, l, o);
+            } else {
+                if (R == 3) attn_chunk_tile(3, false, hd, scale, q, k, v, n, m, l, o);
+                else if (R == 2) attn_chunk_tile(2, false, hd, scale, q, k, v, n, m, l, o);
+                else attn_chunk_tile(1, false, hd, scale, q, k, v, n, m, l, o);
+            }
+        }
+        r += R;
     }
 }
 
 #else /* AVX2 */
 
 enum { ATTN_VW = 8 };
+enum { ATTN_DIRECT_F16 = 0 }; /* F16 rows converted into the scratch tile */
 
 /* Eight vectors -> one vector of their eight horizontal sums, in order. */
 static inline __m256 hsum8_ps(const __m256 a[8]) {
@@ -220,6 +319,18 @@ static inline void attn_row_tile(int hd, float scale, const float *q, const floa
     }
 }
 
+/* Each row that sees the tile, on its own (k, v: floats). */
+static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt, bool f16,
+                           const void *const *k, const void *const *v, struct attn_work *w) {
+    (void)f16;
+    for (int r = 0; r < rows->n; r++) {
+        if (rows->last[r] < t0) continue;
+        int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
+        attn_row_tile(hd, scale, rows->q[r], (const float *const *)k, (const float *const *)v, n, &w->m[r],
+                      &w->l[r], rows->out[r], w->p);
+    }
+}
+
 #endif /* __AVX512F__ */
 
 /* The driver: as attn_scalar, with the rows above. */
@@ -245,11 +356,12 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
      * computed (a second cursor runs ahead). */
     enum { PF_TILES = 3 };
     const size_t head_bytes = tensor_row_size(kv->type, hd);
+    const bool direct_f16 = ATTN_DIRECT_F16 && kv->type == TENSOR_TYPE_F16; /* zeros read as F16 are zeros too */
     int32_t pf_next = 0; /* first position not yet prefetched */
     for (int32_t t0 = 0; t0 <= end; t0 += T) {
         int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
         const uint8_t *kb[T], *vb[T];
-        const float *k[T], *v[T];
+        const void *k[T], *v[T];
         for (; pf_next <= end && pf_next < t0 + PF_TILES * T; pf_next += T) {
             int np = end + 1 - pf_next < T ? end + 1 - pf_next : T;
             attn_cursor_take(kv, &ahead, np, kb, vb);
@@ -261,8 +373,8 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         }
         attn_cursor_take(kv, &cur, nt, kb, vb);
         for (int j = 0; j < nt; j++) {
-            if (kv->type == TENSOR_TYPE_F32) {
-                k[j] = (const float *)kb[j], v[j] = (const float *)vb[j];
+            if (kv->type == TENSOR_TYPE_F32 || direct_f16) {
+                k[j] = kb[j], v[j] = vb[j];
             } else {
                 float *kf = w.k + (size_t)j * w.hd_pad, *vf = w.v + (size_t)j * w.hd_pad;
                 attn_row_to_float(kv->type, kb[j], kf, hd);
@@ -271,11 +383,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
             }
         }
         for (int j = nt; j < T; j++) k[j] = v[j] = w.zero;
-        for (int r = 0; r < rows->n; r++) {
-            if (rows->last[r] < t0) continue;
-            int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
-            attn_row_tile(hd, scale, rows->q[r], k, v, n, &w.m[r], &w.l[r], rows->out[r], w.p);
-        }
+        attn_tile_rows(hd, scale, rows, t0, nt, direct_f16, k, v, &w);
     }
     for (int r = 0; r < rows->n; r++) {
         float inv = 1.0f / w.l[r];

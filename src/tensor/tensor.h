@@ -152,6 +152,9 @@ struct tensor_kernels {
     vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
     int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
     attn_fn attn;                                /* attention of the query rows of one K/V head */
+    /* gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x); each value
+     * computed on its own, whatever the run it falls in */
+    void (*silu_mul)(float *gate, const float *up, int64_t n);
     /* Optional whole products (AMX): weight rows [r0, r1), at most
      * rows_group of them, against all n_tok activation rows: the quantized
      * rows xq and what pack[activation type] made of them once per call

@@ -6,6 +6,7 @@
  * sub-block for the K-quants). The SIMD files must agree with these up to
  * the order of the float additions.
  */
+#include <math.h>
 #include "tensor/kernels.h"
 #include "tensor/quant_ref.h"
 #include "tensor/quants.h"
@@ -266,10 +267,15 @@ void vec_dot_q6_K_scalar(int64_t n, float *restrict s, const void *restrict vx, 
     *s = sum;
 }
 
+static void silu_mul_scalar(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->name = "scalar";
     k->isa = TENSOR_ISA_SCALAR;
     k->attn = attn_scalar;
+    k->silu_mul = silu_mul_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16_scalar;
     k->vec_dot[TENSOR_TYPE_BF16] = vec_dot_bf16_scalar;
