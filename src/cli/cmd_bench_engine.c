@@ -70,7 +70,6 @@ static bool run_batch(const struct model *m, int threads, int batch, int n_promp
     cfg.max_batch_tokens = batch > 512 ? batch : 512;
     cfg.max_queue = batch;
     cfg.n_ctx = n_prompt + n_gen;
-    if (getenv("KVIK_BT")) cfg.block_tokens = atoi(getenv("KVIK_BT"));
     int64_t per_seq = (cfg.n_ctx + cfg.block_tokens - 1) / cfg.block_tokens;
     cfg.kv_blocks = per_seq * batch;
     struct engine *e = engine_new(m, &cfg, err);
