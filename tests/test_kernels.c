@@ -516,3 +516,38 @@ TEST(silu_mul_matches_double_and_ignores_cuts) {
     }
     mem_free(g), mem_free(u), mem_free(a), mem_free(b);
 }
+
+/* argmax of every table against a plain first-maximum loop: random lengths
+ * (below, at and past the vector width), many ties, NaN (also first),
+ * infinities, signed zeros, all-NaN and all -inf rows. */
+TEST(argmax_is_the_first_maximum) {
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, FLT_MAX};
+    struct prng rng;
+    prng_seed(&rng, 99);
+    enum { MAXN = 700 };
+    float x[MAXN];
+    for (int trial = 0; trial < 3000; trial++) {
+        int n = 1 + (int)(prng_next(&rng) % (trial < 1000 ? 40 : MAXN));
+        int kind = trial % 10;
+        for (int i = 0; i < n; i++) {
+            uint64_t r = prng_next(&rng);
+            x[i] = kind == 8 ? NAN
+                   : kind == 9 ? -INFINITY
+                   : r % 23 == 0 ? special[(r >> 8) % (kind < 4 ? 5 : 6)]
+                   : (float)((r >> 16) % 9) - 4.0f;
+        }
+        if (kind == 3) x[0] = NAN;
+        int64_t want = 0;
+        float bv = isnan(x[0]) ? -INFINITY : x[0];
+        for (int i = 1; i < n; i++)
+            if (x[i] > bv) bv = x[i], want = i;
+        for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+            const struct tensor_kernels *k = tensor_kernels_get(isa);
+            if (!k) continue;
+            int64_t got = k->argmax(x, n);
+            CHECK_MSG(got == want, "%s argmax of %d values (kind %d): %lld, want %lld", k->name, n, kind,
+                      (long long)got, (long long)want);
+            if (got != want) return;
+        }
+    }
+}

@@ -11,6 +11,7 @@
  * cleared per call.
  */
 #include "engine/sampler.h"
+#include "tensor/tensor.h"
 
 #include <float.h>
 #include <math.h>
@@ -39,6 +40,7 @@ struct sampler {
     int32_t *hist;      // [repeat_last_n + 1] ring of accepted tokens
     int32_t hist_len;   // entries in use
     int32_t hist_pos;   // next slot to write
+    int64_t (*argmax)(const float *x, int64_t n); // the kernel table's (greedy without penalties)
 };
 
 /* ---- params ----------------------------------------------------------- */
@@ -134,6 +136,7 @@ struct sampler *sampler_new_shared(const struct sampler_params *p, int32_t n_voc
     if (!s) goto nomem;
     s->p = *p;
     s->n_vocab = n_vocab;
+    s->argmax = tensor_kernels_best()->argmax;
     s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
     if (!s->hist) goto nomem;
     if (!sc && !(sc = s->own = sampler_scratch_new(n_vocab, NULL))) goto nomem;
@@ -313,20 +316,10 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
     }
     /* Raw comparisons give the same answer as sanitised ones (a NaN never
      * compares greater, as -inf would not), except that +inf and FLT_MAX
-     * are equal once sanitised: then the first of them wins. */
-    /* Four independent running maxima (one dependency chain each, not one
-     * for the whole vocabulary), each keeping its first maximum; then the
-     * largest, the lowest id among equals. */
-    float bv = sanitize(logits[0]), lv[4] = {bv, bv, bv, bv};
-    size_t li[4] = {0, 0, 0, 0}, i = 1;
-    for (; i + 4 <= n; i += 4)
-        for (int k = 0; k < 4; k++)
-            if (logits[i + k] > lv[k]) lv[k] = logits[i + k], li[k] = i + k;
-    for (int k = 0; k < 4; k++)
-        if (lv[k] > bv || (lv[k] == bv && li[k] < best)) bv = lv[k], best = li[k];
-    for (; i < n; i++)
-        if (logits[i] > bv) bv = logits[i], best = i;
-    if (bv == INFINITY)
+     * are equal once sanitised: then the first of them wins. The kernel
+     * table's argmax (vectors where there are) finds the first maximum. */
+    best = (size_t)s->argmax(logits, (int64_t)n);
+    if (logits[best] == INFINITY)
         for (best = 0; !(logits[best] >= FLT_MAX); best++) {}
     return (int32_t)best;
 }

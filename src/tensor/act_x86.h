@@ -1,7 +1,11 @@
 /*
- * act_x86.h — the gated unit's activation with x86 vectors; included by
- * vec_dot_x86.h after attn_x86.h (whose exponentials it uses), so built
- * 512-bit and 256-bit like it.
+ * act_x86.h — the gated unit's activation and the greedy sampler's argmax
+ * with x86 vectors; included by vec_dot_x86.h after attn_x86.h (whose
+ * exponentials it uses), so built 512-bit and 256-bit like it.
+ *
+ * argmax: each lane keeps its first maximum (strict >, which a NaN never
+ * passes), then the largest lane wins, the lowest index among equals: the
+ * first index of the maximum, as the scalar loop finds it.
  *
  * silu(x) = x / (1 + e^-x) from t = e^-|x| (an argument <= 0, which is
  * what exp_neg handles): x / (1 + t) for x >= 0, x t / (1 + t) below.
@@ -32,6 +36,27 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
     }
 }
 
+static int64_t argmax_x86(const float *x, int64_t n) {
+    float x0 = x[0] != x[0] ? -INFINITY : x[0];
+    __m512 bv = _mm512_set1_ps(x0);
+    __m512i bi = _mm512_setzero_si512(), idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
+    int64_t i = 0;
+    if (n <= INT32_MAX - 16)
+        for (; i + 16 <= n; i += 16, idx = _mm512_add_epi32(idx, step)) {
+            __m512 v = _mm512_loadu_ps(x + i);
+            __mmask16 gt = _mm512_cmp_ps_mask(v, bv, _CMP_GT_OQ);
+            bv = _mm512_mask_mov_ps(bv, gt, v);
+            bi = _mm512_mask_mov_epi32(bi, gt, idx);
+        }
+    float best_v = _mm512_reduce_max_ps(bv);
+    __mmask16 at = _mm512_cmp_ps_mask(bv, _mm512_set1_ps(best_v), _CMP_EQ_OQ);
+    int64_t best = _mm512_mask_reduce_min_epi32(at, bi);
+    for (; i < n; i++)
+        if (x[i] > best_v) best_v = x[i], best = i;
+    return best;
+}
+
 #else /* AVX2 */
 
 static inline __m256 silu_mul_ps(__m256 x, __m256 u) {
@@ -50,6 +75,16 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
         __m256 r = silu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
         gate[i] = _mm256_cvtss_f32(r);
     }
+}
+
+/* AVX2: the scalar loop (the sampler's argmax is not worth a second
+ * vector version). */
+static int64_t argmax_x86(const float *x, int64_t n) {
+    float bv = x[0] != x[0] ? -INFINITY : x[0];
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > bv) bv = x[i], best = i;
+    return best;
 }
 
 #endif /* __AVX512F__ */

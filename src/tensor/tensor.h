@@ -155,6 +155,9 @@ struct tensor_kernels {
     /* gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x); each value
      * computed on its own, whatever the run it falls in */
     void (*silu_mul)(float *gate, const float *up, int64_t n);
+    /* The first index of the largest of x[0..n) (n >= 1); a NaN is never
+     * larger than anything (x[0] NaN counts as -inf), -0 equals +0. */
+    int64_t (*argmax)(const float *x, int64_t n);
     /* Optional whole products (AMX): weight rows [r0, r1), at most
      * rows_group of them, against all n_tok activation rows: the quantized
      * rows xq and what pack[activation type] made of them once per call

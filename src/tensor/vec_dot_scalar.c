@@ -271,11 +271,27 @@ static void silu_mul_scalar(float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* Four running maxima, each keeping its first, then the largest of them
+ * and the lowest index among equals. */
+static int64_t argmax_scalar(const float *x, int64_t n) {
+    float bv = isnan(x[0]) ? -INFINITY : x[0], lv[4] = {bv, bv, bv, bv};
+    int64_t li[4] = {0, 0, 0, 0}, i = 1, best = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++)
+            if (x[i + k] > lv[k]) lv[k] = x[i + k], li[k] = i + k;
+    for (int k = 0; k < 4; k++)
+        if (lv[k] > bv || (lv[k] == bv && li[k] < best)) bv = lv[k], best = li[k];
+    for (; i < n; i++)
+        if (x[i] > bv) bv = x[i], best = i;
+    return best;
+}
+
 void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->name = "scalar";
     k->isa = TENSOR_ISA_SCALAR;
     k->attn = attn_scalar;
     k->silu_mul = silu_mul_scalar;
+    k->argmax = argmax_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16_scalar;
     k->vec_dot[TENSOR_TYPE_BF16] = vec_dot_bf16_scalar;
