@@ -216,6 +216,13 @@ typedef void (*pool_fn)(void *arg, int ith, int nth);
 
 struct pool *pool_create(int n_threads, struct kvik_err *err);
 void pool_free(struct pool *pool);
+/* A spin-wait hint for loops that poll a flag another thread sets. */
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
 int pool_size(const struct pool *pool);
 void pool_run(struct pool *pool, pool_fn fn, void *arg);
 

@@ -35,12 +35,6 @@ static void futex_wait(atomic_uint *addr, unsigned expected) {
 static void futex_wake_all(atomic_uint *addr) { (void)addr; }
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 enum { SPIN_ITERS = 1 << 14 };
 
 struct worker {

@@ -57,7 +57,7 @@ struct model_ctx {
     float *gate;   /* [max_tokens][n_ff] */
     float *up;     /* [max_tokens][n_ff] */
     int n_threads;
-    struct attn_span *spans;   /* [n_threads][2][max_ctx] runs of cached rows (an item's, the next one's) */
+    struct attn_span *spans;   /* [n_threads][max_ctx] runs of cached rows */
     float *attn_scratch;       /* [n_threads][attn_floats] the attention kernel's tiles and row state */
     size_t attn_floats;        /* tensor_attn_scratch_floats for the largest item, rounded to 16 */
     const float **attn_q;      /* [n_threads][ATTN_BLOCK_TOKENS * group] an item's query rows */
@@ -113,7 +113,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->up = alloc_floats(T * hp->n_ff, &ok);
     c->n_threads = pool_size(c->pool);
     size_t nth = (size_t)c->n_threads, max_rows = (size_t)ATTN_BLOCK_TOKENS * (hp->n_head / hp->n_head_kv);
-    c->spans = mem_alloc_aligned(nth * 2 * (size_t)max_ctx * sizeof(struct attn_span));
+    c->spans = mem_alloc_aligned(nth * (size_t)max_ctx * sizeof(struct attn_span));
     c->attn_floats = (tensor_attn_scratch_floats(hp->head_dim, (int)max_rows) + 15) & ~(size_t)15;
     c->attn_scratch = alloc_floats(nth * c->attn_floats, &ok);
     c->attn_q = mem_alloc_aligned(nth * max_rows * sizeof(float *));
@@ -164,17 +164,8 @@ void model_ctx_free(struct model_ctx *c) {
     free(c);
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * w, over n values; the sum of squares in
- * double, as 8 interleaved partial sums (vectorizable) added in order. */
 static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int n, float eps) {
-    double part[8] = {0}, ss = 0;
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) part[j] += (double)x[i + j] * x[i + j];
-    for (int j = 0; j < 8; j++) ss += part[j];
-    for (; i < n; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / n + eps));
-    for (i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    tensor_rmsnorm(y, x, w, n, eps);
 }
 
 /* The cosines and sines of pos * inv_freq[i], once per token and batch
@@ -227,16 +218,23 @@ static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, co
     return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
 }
 
-/* Two or three products of c->xn in one pass over the pool when their
- * activation types agree (one quantization of the input), else one by one. */
-static kvik_status matmul3(struct model_ctx *c, const struct tensor_matrix *w0, float *y0,
-                           const struct tensor_matrix *w1, float *y1, const struct tensor_matrix *w2, float *y2,
-                           int n) {
+/* Two or three products of rmsnorm(c->x) * norm in one pass over the pool:
+ * each row normalised as it is quantized when the activation types agree;
+ * else c->xn is normalised here and the products go one by one. */
+static kvik_status matmul3_norm(struct model_ctx *c, int n, const float *norm, const struct tensor_matrix *w0,
+                                float *y0, const struct tensor_matrix *w1, float *y1, const struct tensor_matrix *w2,
+                                float *y2) {
+    const struct model_hparams *hp = &c->m->hp;
     const struct tensor_matrix *w[3] = {w0, w1, w2};
     float *y[3] = {y0, y1, y2};
     int64_t ys[3] = {w0->rows, w1->rows, w2 ? w2->rows : 0};
     int count = w2 ? 3 : 2;
-    kvik_status st = tensor_matmul_n(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch);
+    kvik_status st = tensor_matmul_norm_n(c->pool, c->k, count, w, c->x, hp->n_embd, norm, hp->rms_eps, y, ys, n,
+                                          c->scratch);
+    if (st != KVIK_ERR_INVALID_ARG) return st;
+    for (int t = 0; t < n; t++)
+        rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
+    st = tensor_matmul_n(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch);
     if (st != KVIK_ERR_INVALID_ARG) return st;
     for (int i = 0; i < count && !st; i++) st = matmul(c, w[i], c->xn, y[i], n);
     return st;
@@ -304,24 +302,10 @@ static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int l
     return n_spans;
 }
 
-/* The first ATTN_WARM_ROWS cached rows of an item, asked for ahead of
- * time: the kernel prefetches a few tiles ahead of itself, but the first
- * tiles of each item would otherwise wait for memory. */
-enum { ATTN_WARM_ROWS = 16 };
-
-static void attn_item_warm(const struct attn_span *spans, int n_spans, size_t row_bytes, size_t head_bytes) {
-    int left = ATTN_WARM_ROWS;
-    for (int s = 0; s < n_spans && left > 0; s++)
-        for (int j = 0; j < spans[s].n && left > 0; j++, left--)
-            for (size_t o = 0; o < head_bytes; o += 64) {
-                __builtin_prefetch((const uint8_t *)spans[s].k + (size_t)j * row_bytes + o, 0, 3);
-                __builtin_prefetch((const uint8_t *)spans[s].v + (size_t)j * row_bytes + o, 0, 3);
-            }
-}
-
-/* Items are claimed one ahead: while one runs, the next one's runs are
- * known and its first rows on their way. Each item is one call of the
- * kernel table's attention with the item's query rows. */
+/* Each item is one call of the kernel table's attention with the item's
+ * query rows. (Claiming the next item ahead and prefetching its first rows
+ * measured no faster: the kernel's own prefetch already fills the line
+ * fill buffers.) */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
@@ -329,27 +313,22 @@ static void attn_worker(void *arg, int ith, int nth) {
     const struct model_hparams *hp = &c->m->hp;
     struct kv_cache *kv = job->kv;
     int hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    size_t max_rows = (size_t)ATTN_BLOCK_TOKENS * group, head_bytes = tensor_row_size(kv->type, hd);
-    struct attn_span *spans[2] = {c->spans + (size_t)ith * 2 * c->max_ctx,
-                                  c->spans + ((size_t)ith * 2 + 1) * c->max_ctx};
+    size_t max_rows = (size_t)ATTN_BLOCK_TOKENS * group;
+    struct attn_span *spans = c->spans + (size_t)ith * c->max_ctx;
     float *scratch = c->attn_scratch + (size_t)ith * c->attn_floats;
     const float **rq = c->attn_q + (size_t)ith * max_rows;
     float **ro = c->attn_out + (size_t)ith * max_rows;
     int32_t *rl = c->attn_last + (size_t)ith * max_rows;
     float scale = 1.0f / sqrtf((float)hd);
-    int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed), cur = 0;
-    int n_spans = i < c->n_items ? attn_item_spans(c, kv, job->layer, &c->items[i], spans[cur]) : 0;
-    while (i < c->n_items) {
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (i >= c->n_items) break;
+        const struct attn_item *it = &c->items[i];
+        int n_spans = attn_item_spans(c, kv, job->layer, it, spans);
         if (n_spans < 0) {
             atomic_store(&job->failed, true);
             return;
         }
-        int next = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed), next_spans = 0;
-        if (next < c->n_items) {
-            next_spans = attn_item_spans(c, kv, job->layer, &c->items[next], spans[!cur]);
-            if (next_spans > 0) attn_item_warm(spans[!cur], next_spans, kv->row_bytes, head_bytes);
-        }
-        const struct attn_item *it = &c->items[i];
         int n_rows = 0;
         for (int j = 0; j < it->n_tok; j++) {
             const struct attn_tok *tk = &c->toks[it->first + j];
@@ -359,10 +338,9 @@ static void attn_worker(void *arg, int ith, int nth) {
                 n_rows++;
             }
         }
-        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans[cur], .n_spans = n_spans};
+        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans};
         struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl};
         c->k->attn(hd, scale, &akv, &rows, scratch);
-        i = next, n_spans = next_spans, cur = !cur;
     }
 }
 
@@ -402,10 +380,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];
-        for (int t = 0; t < n; t++)
-            rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->attn_norm, hp->n_embd,
-                    hp->rms_eps);
-        if ((st = matmul3(c, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v, n))) break;
+        if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v))) break;
         for (int t = 0; t < n; t++) {
             const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
             rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, cs);
@@ -429,10 +404,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
         if ((st = matmul(c, &L->wo, c->attn, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
-        for (int t = 0; t < n; t++)
-            rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, L->ffn_norm, hp->n_embd,
-                    hp->rms_eps);
-        if ((st = matmul3(c, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, n))) break;
+        if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL))) break;
         glu(c, c->gate, c->up, (size_t)n * hp->n_ff);
         if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];

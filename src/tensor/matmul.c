@@ -20,6 +20,7 @@
  * exactly as vec_dot does, so the result of a token does not depend on which
  * other tokens share the batch.
  */
+#include <math.h>
 #include <stdatomic.h>
 
 #include "tensor/kernels.h"
@@ -39,20 +40,60 @@ struct matmul_job {
     uint8_t *xq; /* quantized activations, n_tok rows of xq_row bytes */
     size_t xq_row;
     uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
+    bool pack;       /* a matrix goes to rows_product: pack the rows once all are quantized */
+    int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units */
+    const float *norm_w; /* tensor_matmul_norm_n: normalise each row first */
+    float norm_eps;
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
     _Alignas(64) atomic_llong next_quant_row;
+    _Alignas(64) atomic_llong rows_done;
+    _Alignas(64) atomic_llong next_pack;
 };
 
+enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
+
+/* Rows taken from a shared counter, each normalised (norm_w) and quantized;
+ * then, once every row is (the threads wait for the last one), the packing
+ * for the whole products in units of PACK_BLOCKS blocks of one token tile,
+ * from a second counter. One pool_run for all of it. */
 static void quantize_rows(struct matmul_job *job) {
     from_float_fn q = job->k->quantize[job->vt];
+    float tmp[job->norm_w ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS with a norm */
     for (;;) {
         long long t = atomic_fetch_add_explicit(&job->next_quant_row, 1, memory_order_relaxed);
         if (t >= job->n_tok) break;
-        q(job->x + t * job->x_stride, job->xq + (size_t)t * job->xq_row, job->cols);
+        const float *x = job->x + t * job->x_stride;
+        if (job->norm_w) {
+            tensor_rmsnorm(tmp, x, job->norm_w, job->cols, job->norm_eps);
+            x = tmp;
+        }
+        q(x, job->xq + (size_t)t * job->xq_row, job->cols);
+        atomic_fetch_add_explicit(&job->rows_done, 1, memory_order_release);
     }
+    if (!job->pack) return;
+    while (atomic_load_explicit(&job->rows_done, memory_order_acquire) < job->n_tok) cpu_relax();
+    int64_t runs = (job->pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS;
+    for (;;) {
+        long long u = atomic_fetch_add_explicit(&job->next_pack, 1, memory_order_relaxed);
+        if (u >= job->pack_units) break;
+        int64_t tile = u / runs, b0 = u % runs * PACK_BLOCKS;
+        int64_t b1 = b0 + PACK_BLOCKS < job->pack_nb ? b0 + PACK_BLOCKS : job->pack_nb;
+        job->k->pack[job->vt](job->xq, job->xq_row, job->cols, tile, b0, b1, job->n_tok, job->packed);
+    }
+}
+
+void tensor_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int64_t n, float eps) {
+    double part[8] = {0}, ss = 0; /* 8 interleaved partial sums (vectorizable), added in order */
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += (double)x[i + j] * x[i + j];
+    for (int j = 0; j < 8; j++) ss += part[j];
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
 static inline const void *activation_row(const struct matmul_job *job, int64_t t) {
@@ -144,13 +185,6 @@ static void quantize_worker(void *arg, int ith, int nth) {
     quantize_rows(arg);
 }
 
-static void pack_worker(void *arg, int ith, int nth) {
-    struct matmul_job *job = arg;
-    int64_t g = job->k->rows_group, tiles = (job->n_tok + g - 1) / g;
-    for (int64_t t = ith; t < tiles; t += nth)
-        job->k->pack[job->vt](job->xq, job->xq_row, job->cols, t, job->n_tok, job->packed);
-}
-
 /* Weight rows per work item. With a few tokens the product streams the
  * weights once, and the stream runs fastest when each thread reads long
  * contiguous runs: decode on tinyllama Q4_K went from 25 to 32 tok/s when
@@ -197,12 +231,14 @@ size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {
            packed_room(tt->vec_dot_type, cols, n_tok);
 }
 
-kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
-                            float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
+                            const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
+                            int64_t n_tok, void *scratch) {
     if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
-                             .n_tok = n_tok};
+                             .n_tok = n_tok, .norm_w = norm_w, .norm_eps = eps};
+    if (norm_w && job.cols > TENSOR_NORM_MAX_COLS) return KVIK_ERR_INVALID_ARG;
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {
         const struct type_traits *tt = tensor_type_traits(w[i]->type);
@@ -216,6 +252,7 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.y_stride[i] = y_stride[i];
         job.whole[i] = k->rows_product[w[i]->type] != NULL;
     }
+    if (norm_w && job.vt == TENSOR_TYPE_F32) return KVIK_ERR_INVALID_ARG; /* no quantization to fold it into */
     size_t call_bytes = 0;
     for (int i = 0; i < n_mats; i++) call_bytes += (size_t)w[i]->rows * w[i]->row_bytes;
     for (int i = 0; i < n_mats; i++) {
@@ -231,20 +268,35 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
             return KVIK_ERR_UNSUPPORTED;
         job.xq = scratch;
         job.xq_row = tensor_row_size(job.vt, job.cols);
-        if (n_tok == 1) quantize_rows(&job);
-        else pool_run(pool, quantize_worker, &job);
-        if (any_whole) { /* once per call, for every row group */
+        if (any_whole) { /* each row packed once quantized, for every row group */
             if (!k->pack[job.vt] || k->packed_size[job.vt](job.cols, n_tok) > packed_room(job.vt, job.cols, n_tok))
                 return KVIK_ERR_UNSUPPORTED;
             job.packed = job.xq + round_up(job.xq_row * (size_t)n_tok, 64);
-            if (n_tok == 1) k->pack[job.vt](job.xq, job.xq_row, job.cols, 0, 1, job.packed);
-            else pool_run(pool, pack_worker, &job);
+            job.pack = true;
+            job.pack_nb = job.cols / tensor_type_traits(job.vt)->block_size;
+            job.pack_units = (n_tok + k->rows_group - 1) / k->rows_group * ((job.pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
         }
+        if (n_tok == 1) quantize_rows(&job);
+        else pool_run(pool, quantize_worker, &job);
     } else if (any_whole) {
         return KVIK_ERR_UNSUPPORTED;
     }
     pool_run(pool, matmul_worker, &job);
     return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
+}
+
+kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                            const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                            float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
+    return matmul_n(pool, k, n_mats, w, x, x_stride, NULL, 0.0f, y, y_stride, n_tok, scratch);
+}
+
+kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                                 const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                                 const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
+                                 int64_t n_tok, void *scratch) {
+    if (!norm_w) return KVIK_ERR_INVALID_ARG;
+    return matmul_n(pool, k, n_mats, w, x, x_stride, norm_w, eps, y, y_stride, n_tok, scratch);
 }
 
 kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,

@@ -162,13 +162,15 @@ struct tensor_kernels {
      * rows_group of them, against all n_tok activation rows: the quantized
      * rows xq and what pack[activation type] made of them once per call
      * (n_tok > 1: tile by tile of rows_group tokens; n_tok == 1: the
-     * per-block sums every row group of a mat-vec needs). Every
-     * element equals this table's vec_dot bit for bit. False if its
+     * per-block sums every row group of a mat-vec needs), blocks [b0, b1)
+     * of one tile at a time (units that threads share without writing to
+     * the same cache lines). Every element equals this table's vec_dot bit
+     * for bit. False if its
      * per-thread buffers could not be allocated. */
     bool (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
                                             size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys);
-    void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok,
-                                    void *packed);
+    void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0,
+                                    int64_t b1, int64_t n_tok, void *packed);
     size_t (*packed_size[TENSOR_TYPE_COUNT])(int64_t cols, int64_t n_tok);
     /* Optional weight repacking (tensor_matrix.panel), done once at load. */
     size_t (*repack_size[TENSOR_TYPE_COUNT])(int64_t rows, int64_t cols);
@@ -223,6 +225,11 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
                           const struct tensor_matrix *w, const float *x, int64_t x_stride,
                           float *y, int64_t y_stride, int64_t n_tok, void *scratch);
 
+/* y = x / sqrt(mean(x^2) + eps) * w over n values (the sum of squares in
+ * double). The forward pass's normalisation; tensor_matmul_norm_n applies it
+ * to each activation row as it quantizes it. */
+void tensor_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int64_t n, float eps);
+
 /*
  * Several products with one input: Y_i = W_i X for i < n_mats (at most 4),
  * where every W_i has X's width and the same activation type (vec_dot_type).
@@ -233,5 +240,16 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
 kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch);
+
+/* tensor_matmul_n of the normalised input: Y_i = W_i tensor_rmsnorm(X,
+ * norm_w, eps), each row normalised as it is quantized (in parallel, no
+ * normalised copy of X). Same bits as normalising first. KVIK_ERR_INVALID_ARG
+ * also where the input is not quantized (F32 activations) or rows are wider
+ * than TENSOR_NORM_MAX_COLS: the caller normalises and calls tensor_matmul_n. */
+enum { TENSOR_NORM_MAX_COLS = 16384 };
+kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                                 const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                                 const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
+                                 int64_t n_tok, void *scratch);
 
 #endif /* KVIK_TENSOR_H */

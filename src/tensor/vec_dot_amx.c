@@ -138,18 +138,19 @@ static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict 
  * sum of each block's quants instead, which every row group needs. */
 static inline int32_t hsum_epi32(__m256i v);
 
-static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
+                      int64_t n_tok, void *packed) {
     int64_t nb = cols / QK;
     if (n_tok == 1) { /* mat-vec: the sum of each activation block */
         const block_q8_0 *y = vxq;
         int32_t *sums = packed;
-        for (int64_t b = 0; b < nb; b++)
+        for (int64_t b = b0; b < b1; b++)
             sums[b] = hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
                                                      _mm256_loadu_si256((const __m256i *)y[b].qs)));
         return;
     }
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * (512 + 64);
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         uint32_t *rows = (uint32_t *)(dst + (size_t)b * (512 + 64));
         float *d = (float *)(rows + 128);
         for (int t = 0; t < GROUP; t++) {
@@ -418,18 +419,19 @@ static void vec_dot_q4_K_amx(int64_t n, float *restrict s, const void *restrict 
  * 8 x 64 bytes (VNNI layout), then 16 scales, then 8 x 16 sub-block sums.
  * For a single token (mat-vec), only its sub-block sums, as 8 x int16 per
  * super-block. */
-static void pack_q8_K(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+static void pack_q8_K(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
+                      int64_t n_tok, void *packed) {
     int64_t nb = cols / QK_K;
     if (n_tok == 1) { /* mat-vec: the eight sub-block sums (pairs of bsums) */
         const block_q8_K *y = vxq;
         __m128i *bsp = packed;
-        for (int64_t b = 0; b < nb; b++)
+        for (int64_t b = b0; b < b1; b++)
             _mm_storeu_si128(&bsp[b], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[b].bsums),
                                                      _mm_loadu_si128((const __m128i *)(y[b].bsums + 8))));
         return;
     }
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * K_TILE_BYTES;
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         uint8_t *sb = dst + (size_t)b * K_TILE_BYTES;
         uint32_t *rows = (uint32_t *)sb;
         float *d = (float *)(sb + K_SUB * 512);
@@ -654,11 +656,12 @@ static void vec_dot_q4_1_amx(int64_t n, float *restrict s, const void *restrict 
 
 /* Token tile `tile` of Q8_1 rows in Q41_TILE_BYTES per block; tokens past
  * n_tok are zeros. A mat-vec needs nothing packed (it reads the row). */
-static void pack_q8_1(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t n_tok, void *packed) {
+static void pack_q8_1(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
+                      int64_t n_tok, void *packed) {
     if (n_tok == 1) return;
     int64_t nb = cols / QK;
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q41_TILE_BYTES;
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         uint32_t *rows = (uint32_t *)(dst + (size_t)b * Q41_TILE_BYTES);
         float *d = (float *)(rows + 128), *sy = d + GROUP;
         for (int t = 0; t < GROUP; t++) {
