@@ -325,3 +325,36 @@ TEST(attn_forward_mixed_batch_is_invariant) {
     model_ctx_free(c);
     model_free(m);
 }
+
+/* A batch with a position the sequence has no cache room for is refused
+ * whole, before any layer runs, with the sequence and position named; the
+ * tokens before it in the batch change nothing. */
+TEST(attn_forward_refuses_a_position_without_room) {
+    char path[4096];
+    if (!test_default_model(path, sizeof path)) return;
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    REQUIRE(model_load(path, &m, &err) == KVIK_OK);
+    struct model_ctx *c = model_ctx_new(m, 2, 8, 64, &err);
+    REQUIRE(c);
+    struct kv_paged kv;
+    struct kv_paged_config cfg = {.n_layer = m->hp.n_layer, .row_floats = m->hp.n_head_kv * m->hp.head_dim,
+                                  .type = TENSOR_TYPE_F16, .block_tokens = 16, .n_blocks = 4, .max_seqs = 2};
+    REQUIRE(kv_paged_init(&kv, &cfg, &err) == KVIK_OK);
+    int s = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 4));
+    float *out = malloc(sizeof(float) * (size_t)m->hp.n_vocab * 5);
+    REQUIRE(out);
+    int32_t tok[5] = {504, 3575, 282, 4649, 314}, pos[5] = {0, 1, 2, 3, 4}, sq[5] = {s, s, s, s, s};
+    struct model_batch b = {.n = 5, .tokens = tok, .pos = pos, .seq = sq};
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, out, &err), KVIK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err.msg, "no cache room for sequence") && strstr(err.msg, "position 4"), "message: %s", err.msg);
+    /* the first four alone are fine */
+    b.n = 4;
+    err = (struct kvik_err){0};
+    CHECK_EQ_INT(model_forward(c, &kv.base, &b, out, &err), KVIK_OK);
+    free(out);
+    kv_paged_free(&kv);
+    model_ctx_free(c);
+    model_free(m);
+}

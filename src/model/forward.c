@@ -279,9 +279,34 @@ struct attn_job {
     struct kv_cache *kv;
     const struct model_batch *b;
     int layer;
+    from_float_fn store; /* F32 -> the cache's row type; NULL: F32 rows, copied */
     atomic_int next;
     atomic_bool failed;
+    _Alignas(64) atomic_int next_tok;
+    _Alignas(64) atomic_int toks_done;
 };
+
+/* Token t's query and key rows rotated, and its K and V rows stored in the
+ * cache (model_forward checked that the cache has them). */
+static void rope_and_store(struct attn_job *job, int t) {
+    struct model_ctx *c = job->c;
+    const struct model_hparams *hp = &c->m->hp;
+    const struct model_batch *b = job->b;
+    struct kv_cache *kv = job->kv;
+    size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
+    rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, cs);
+    rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, cs);
+    void *kr = kv->row(kv, job->layer, b->seq[t], b->pos[t], false);
+    void *vr = kv->row(kv, job->layer, b->seq[t], b->pos[t], true);
+    if (job->store) {
+        job->store(c->kv_k + t * kv_dim, kr, (int64_t)kv_dim);
+        job->store(c->kv_v + t * kv_dim, vr, (int64_t)kv_dim);
+    } else {
+        memcpy(kr, c->kv_k + t * kv_dim, kv_dim * sizeof(float));
+        memcpy(vr, c->kv_v + t * kv_dim, kv_dim * sizeof(float));
+    }
+}
 
 /* An item's runs of cached rows: the sequence's positions 0..the block's
  * last, run by run from the cache (this K/V head's part of each row).
@@ -302,13 +327,22 @@ static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int l
     return n_spans;
 }
 
-/* Each item is one call of the kernel table's attention with the item's
- * query rows. (Claiming the next item ahead and prefetching its first rows
- * measured no faster: the kernel's own prefetch already fills the line
- * fill buffers.) */
+/* First the batch's tokens are rotated and cached, token by token from a
+ * shared counter, and every thread waits until all are (attention reads
+ * them); then the items, each one call of the kernel table's attention with
+ * the item's query rows. (Claiming the next item ahead and prefetching its
+ * first rows measured no faster: the kernel's own prefetch already fills
+ * the line fill buffers.) */
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     struct attn_job *job = arg;
+    for (;;) {
+        int t = atomic_fetch_add_explicit(&job->next_tok, 1, memory_order_relaxed);
+        if (t >= job->b->n) break;
+        rope_and_store(job, t);
+        atomic_fetch_add_explicit(&job->toks_done, 1, memory_order_release);
+    }
+    while (atomic_load_explicit(&job->toks_done, memory_order_acquire) < job->b->n) cpu_relax();
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
     struct kv_cache *kv = job->kv;
@@ -351,7 +385,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     int n = b->n;
     if (n < 1 || n > c->max_tokens)
         return err_set(err, KVIK_ERR_INVALID_ARG, "model: batch of %d tokens (max %d)", n, c->max_tokens);
-    size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     if (kv->row_floats != (int)kv_dim || !kv_type_fits(kv->type, kv->row_floats, hp->head_dim) ||
         kv->row_bytes != tensor_row_size(kv->type, kv->row_floats))
         return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache rows of %d %s values, model needs %zu in heads of %d",
@@ -373,6 +407,12 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int t = 0; t < n; t++)
         et->to_float((const uint8_t *)m->token_embd.data + (size_t)b->tokens[t] * m->token_embd.row_bytes,
                      c->x + (size_t)t * hp->n_embd, hp->n_embd);
+    /* every token's rows exist in the cache (a block holds all layers, so
+     * layer 0 answers for each) */
+    for (int t = 0; t < n; t++)
+        if (!kv->row(kv, 0, b->seq[t], b->pos[t], false) || !kv->row(kv, 0, b->seq[t], b->pos[t], true))
+            return err_set(err, KVIK_ERR_INVALID_ARG, "model: no cache room for sequence %d position %d", b->seq[t],
+                           b->pos[t]);
     for (int t = 0; t < n; t++)
         rope_angles(c->rope_cs + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq,
                     (float)b->pos[t] * hp->rope_scale);
@@ -381,24 +421,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];
         if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v))) break;
-        for (int t = 0; t < n; t++) {
-            const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
-            rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, cs);
-            rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, cs);
-            void *kr = kv->row(kv, l, b->seq[t], b->pos[t], false);
-            void *vr = kv->row(kv, l, b->seq[t], b->pos[t], true);
-            if (!kr || !vr)
-                return err_set(err, KVIK_ERR_INVALID_ARG, "model: no cache room for sequence %d position %d",
-                               b->seq[t], b->pos[t]);
-            if (store) {
-                store(c->kv_k + t * kv_dim, kr, (int64_t)kv_dim);
-                store(c->kv_v + t * kv_dim, vr, (int64_t)kv_dim);
-            } else {
-                memcpy(kr, c->kv_k + t * kv_dim, kv_dim * sizeof(float));
-                memcpy(vr, c->kv_v + t * kv_dim, kv_dim * sizeof(float));
-            }
-        }
-        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l};
+        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .store = store};
         pool_run(c->pool, attn_worker, &job);
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
