@@ -15,7 +15,8 @@
 # (both curves), and each server's log. A server that does not start (kvik
 # serve before it exists) is reported and skipped; the other still runs.
 # $KVIK_BIN is the kvik that generates the load (default build/kvik),
-# $KVIK_SERVE_BIN the one that serves (default the same).
+# $KVIK_SERVE_BIN the one that serves (default the same); $KVIK_SERVE_FLAGS
+# adds flags to its command line (e.g. "--prefill-chunk 64").
 #
 # Requests are chat completions at temperature 0 with ignore_eos, so both
 # servers generate exactly --output-len tokens for every request.
@@ -120,7 +121,7 @@ fi
 if [ "$ONLY" != llama ]; then
     if "$KVIK_SERVE" serve --help >/dev/null 2>&1; then
         run_side kvik "$KVIK_SERVE" serve -m "$MODEL" -t "$THREADS" --host 127.0.0.1 -c "$CTX_SEQ" \
-            --max-seqs "$NP" --ctx-total "$CTX_ALL" && have_kvik=1 || true
+            --max-seqs "$NP" --ctx-total "$CTX_ALL" ${KVIK_SERVE_FLAGS:-} && have_kvik=1 || true
     else
         echo "serve-peer: $KVIK_SERVE has no 'serve' command yet; kvik side skipped" >&2
     fi

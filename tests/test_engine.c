@@ -810,3 +810,63 @@ TEST(engine_stress_random_requests_and_cancels) {
     free(spec);
     model_free(m);
 }
+
+/* prefill_chunk: a prompt that arrives while another request decodes is
+ * prefilled at most prefill_chunk tokens a step (here 4: a prompt of np
+ * tokens takes at least np / 4 steps), while with 0 it goes in one step;
+ * its output is its solo reference either way. */
+TEST(engine_prefill_chunk_caps_prompt_tokens_while_decoding) {
+    struct fixture *f = fixture();
+    if (!f || !fixture_refs(f)) return;
+    int pi = 0;
+    for (int i = 0; i < N_PROMPTS; i++)
+        if (f->np[i] > f->np[pi]) pi = i;
+    int32_t pa[3] = {504, 3575, 282};
+    for (int pass = 0; pass < 2; pass++) {
+        struct engine_config cfg = test_config(f);
+        cfg.prefill_chunk = pass == 0 ? 4 : 0;
+        struct collector col;
+        struct engine *e = start_engine(f, &cfg, &col);
+        REQUIRE(e);
+        struct req_out a = {0}, b = {0};
+        struct sampler_params sp = greedy_params();
+        struct kvik_err err = {0};
+        REQUIRE(submit(e, &col, &a, pa, 3, 100, 1, &sp, -1, true, &err) == KVIK_OK);
+        for (int i = 0; i < 100000; i++) { /* until a decodes */
+            pthread_mutex_lock(&col.mu);
+            int n = a.ch[0].n;
+            pthread_mutex_unlock(&col.mu);
+            if (n > 0) break;
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+        struct engine_stats st0, st1;
+        engine_stats(e, &st0);
+        REQUIRE(submit(e, &col, &b, f->prompt[pi], f->np[pi], MAX_GEN, 1, &sp, -1, false, &err) == KVIK_OK);
+        for (int i = 0; i < 300000; i++) { /* until b is done */
+            pthread_mutex_lock(&col.mu);
+            int fin = b.ch[0].finals;
+            pthread_mutex_unlock(&col.mu);
+            if (fin) break;
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+        engine_stats(e, &st1);
+        pthread_mutex_lock(&col.mu);
+        int a_done = a.ch[0].finals;
+        pthread_mutex_unlock(&col.mu);
+        CHECK_MSG(!a_done, "the decoding request ended before the prompt was in (pass %d)", pass);
+        check_ref(f, pi, &b.ch[0], pass == 0 ? "chunks of 4" : "no cap");
+        /* statistics are published once per engine loop: a step either side */
+        uint64_t steps = st1.steps - st0.steps, want = (uint64_t)(f->np[pi] / 4 + f->nref[pi] - 1);
+        if (pass == 0)
+            CHECK_MSG(steps >= want, "%llu steps for a %d-token prompt in chunks of 4 (at least %llu)",
+                      (unsigned long long)steps, f->np[pi], (unsigned long long)want);
+        else
+            CHECK_MSG(steps <= (uint64_t)f->nref[pi] + 2, "%llu steps for a %d-token prompt without a cap",
+                      (unsigned long long)steps, f->np[pi]);
+        engine_cancel(e, a.id);
+        REQUIRE(collector_wait(&col));
+        stop_engine(e, &col);
+    }
+}

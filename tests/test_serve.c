@@ -152,7 +152,7 @@ TEST(serve_cli_arguments) {
     static const char *const bad[] = {
         "serve --port", "serve --port 70000", "serve --port x", "serve -t 0", "serve -c 5",
         "serve --kv-type f8", "serve --max-seqs 0", "serve --bogus 1", "serve --kv-mem 8 --ctx-total 4096",
-        "serve --api-key ''", "serve --drain-timeout -1",
+        "serve --api-key ''", "serve --drain-timeout -1", "serve --prefill-chunk -1", "serve --prefill-chunk 9x",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -161,7 +161,7 @@ TEST(serve_cli_arguments) {
         CHECK_MSG(strchr(err, '\n') && !strchr(strchr(err, '\n') + 1, '\n'), "kvik %s: want one line: %s", bad[i], err);
     }
     CHECK_EQ_INT(test_run_kvik("serve --help", out, sizeof out, err, sizeof err), 0);
-    CHECK(strstr(out, "usage: kvik serve") && strstr(out, "--api-key"));
+    CHECK(strstr(out, "usage: kvik serve") && strstr(out, "--api-key") && strstr(out, "--prefill-chunk"));
     CHECK_EQ_INT(test_run_kvik("serve -m /nonexistent.gguf --port 0", out, sizeof out, err, sizeof err), 1);
     CHECK(strstr(err, "not found") != NULL);
 }

@@ -33,6 +33,7 @@ static void usage(FILE *f) {
             "  --kv-type T         f16 (default), q8_0 or f32\n"
             "  --max-seqs N        running sequences at most (default 64)\n"
             "  --max-batch-tokens N  tokens per engine step (default 512)\n"
+            "  --prefill-chunk N     prompt tokens per step while sequences decode (default 128; 0: no cap)\n"
             "  --max-queue N       waiting requests at most; beyond, 503 + Retry-After (default 256)\n"
             "  --max-body BYTES    request body limit (default 4194304)\n"
             "  --drain-timeout S   on SIGINT/SIGTERM, seconds running requests may finish (default 30)\n"
@@ -104,6 +105,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-batch-tokens")) {
             if (!cli_parse_long(v, 1, 1 << 16, &l)) return bad_value(a, v);
             cfg.max_batch_tokens = (int)l;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (!cli_parse_long(v, 0, 1 << 16, &l)) return bad_value(a, v);
+            cfg.prefill_chunk = (int)l;
         } else if (!strcmp(a, "--max-queue")) {
             if (!cli_parse_long(v, 1, 1 << 20, &l)) return bad_value(a, v);
             cfg.max_queue = (int)l;

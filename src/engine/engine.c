@@ -27,7 +27,7 @@ const double engine_hist_bounds[ENGINE_HIST_BUCKETS] = {
 };
 
 struct engine_config engine_config_default(void) {
-    return (struct engine_config){.max_seqs = 64, .max_batch_tokens = 512, .max_queue = 256,
+    return (struct engine_config){.max_seqs = 64, .max_batch_tokens = 512, .prefill_chunk = 128, .max_queue = 256,
                                   .kv_type = TENSOR_TYPE_F16, .block_tokens = 16};
 }
 
@@ -484,6 +484,8 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: %d threads (1..1024)", c->n_threads);
     if (c->max_seqs < 1 || c->max_seqs > 4096)
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: max_seqs %d (1..4096)", c->max_seqs);
+    if (c->prefill_chunk < 0 || c->prefill_chunk > 65536)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: prefill_chunk %d (0..65536)", c->prefill_chunk);
     if (c->max_batch_tokens < c->max_seqs || c->max_batch_tokens > 65536)
         return err_set(err, KVIK_ERR_INVALID_ARG,
                        "engine: max_batch_tokens %d must be between max_seqs (%d) and 65536 (every running "

@@ -75,6 +75,9 @@ struct engine_config {
     int n_threads;        /* forward-pass threads; 0: every CPU */
     int max_seqs;         /* running sequences at most (each choice is one); default 64 */
     int max_batch_tokens; /* tokens per step; default 512; at least max_seqs */
+    int prefill_chunk;    /* prompt tokens per step while sequences decode in it; default 128
+                             (0: up to max_batch_tokens); keeps the decode steps a new prompt
+                             joins short */
     int max_queue;        /* requests waiting for their first step at most; beyond, engine_submit
                              answers KVIK_ERR_BUSY; default 256 */
     int n_ctx;            /* longest sequence (prompt + output); 0: the model's, at most 8192 */

@@ -11,7 +11,10 @@
  *               until the block is there or it was itself the newest.
  *   2. prefill  the next prompt chunk of every running choice still
  *               prefilling, oldest first, as large as the budget and the
- *               free blocks allow (no preemption for prefill).
+ *               free blocks allow (no preemption for prefill); in a step
+ *               with decode tokens, prompts get at most prefill_chunk
+ *               tokens in all, so that a new prompt does not stall every
+ *               stream for a whole prefill at once.
  *   3. admit    choices from the head of the waiting queue, in order, while
  *               sequence slots (choice 0 of an n-choice request takes n),
  *               budget and blocks allow, keeping a small watermark of free
@@ -157,7 +160,9 @@ rebuild:
         }
         budget -= used;
     }
-    /* 2. prefill chunks of running choices */
+    /* 2. prefill chunks of running choices (and 3.), at most prefill_chunk
+     * tokens of them in a step that decodes */
+    if (nb > 0 && e->cfg.prefill_chunk > 0 && budget > e->cfg.prefill_chunk) budget = e->cfg.prefill_chunk;
     for (int i = 0; i < e->n_running && budget > 0; i++) {
         struct eseq *s = e->running[i];
         int left = s->n_tokens - s->n_computed;

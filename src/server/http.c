@@ -92,6 +92,7 @@ struct server_config server_config_default(void) {
         .max_body = API_MAX_BODY_DEFAULT,
         .drain_timeout_s = 30,
         .max_connections = 512,
+        .prefill_chunk = 128,
         .prefix_cache = true,
     };
 }
@@ -742,6 +743,7 @@ static bool load_model(struct server *s) {
     if (s->cfg.max_seqs) ec.max_seqs = s->cfg.max_seqs;
     if (s->cfg.max_batch_tokens) ec.max_batch_tokens = s->cfg.max_batch_tokens;
     if (s->cfg.max_queue) ec.max_queue = s->cfg.max_queue;
+    ec.prefill_chunk = s->cfg.prefill_chunk;
     ec.kv_type = s->cfg.kv_type;
     ec.prefix_cache = s->cfg.prefix_cache;
     ec.kv_mem_mib = s->cfg.kv_mem_mib;
