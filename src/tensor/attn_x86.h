@@ -4,9 +4,13 @@
  * AVX-512 (__AVX512F__), 256-bit for AVX2. Same tiles and the same per-row
  * update as attn_scalar.c; what the vectors change:
  *
- *   - a tile's K and V rows are converted once for all rows of the call:
- *     F16 by vcvtph2ps, Q8_0 a 32-value block at a time (bytes widened to
- *     int32, to float, times the block scale); F32 rows are read in place;
+ *   - 512-bit: F16 K and V rows are read in place, converted by vcvtph2ps
+ *     as they are loaded, and the rows of a call with the same position
+ *     (a group's heads: up to ATTN_CHUNK) are updated together, so each
+ *     value is loaded once for all of them; 256-bit: a tile's F16 rows
+ *     are converted once into the scratch tile. Q8_0 rows go to the
+ *     scratch tile a 32-value block at a time (bytes widened to int32, to
+ *     float, times the block scale) in both; F32 rows are read in place;
  *   - the 16 scores of a row are 16 dot products reduced together (one
  *     transpose-and-add tree instead of 16 horizontal sums); positions past
  *     the row's last are masked to -inf before the maximum and to 0 after
