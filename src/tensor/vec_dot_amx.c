@@ -52,41 +52,42 @@ struct tile_config {
     uint8_t rows[16];
 };
 
-/* The token count this thread's tiles are configured for (0: none).
- * Loading a configuration costs about as much as a few tile products, so
- * a thread keeps its tiles configured from one call to the next (every
- * kernel here uses the same layout) instead of releasing them after each
- * row group. */
-static _Thread_local int t_tiles_n;
+/* Whether this thread's tiles are configured. Loading a configuration
+ * costs about as much as a few tile products, so a thread keeps its tiles
+ * configured from one call to the next (every kernel here uses the same
+ * layout), always for a full tile of GROUP tokens: a partial token tile
+ * computes zeros in the columns past its last token (the packed
+ * activations are zeros there) and they are not stored, which costs less
+ * than reconfiguring between a batch's full and partial tiles. */
+static _Thread_local bool t_tiles_ready;
 
-/* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x n tokens (int32);
- * A, 16 rows x 32 bytes; B, 8 x 4n bytes; and tiles 6-7, two more C. */
-static void configure_tiles(int n);
-static inline void configure(int n) {
-    if (n != t_tiles_n) configure_tiles(n);
-}
-
-static void configure_tiles(int n) {
-    t_tiles_n = n;
+/* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x 16 tokens (int32);
+ * A, 16 rows x 32 bytes; B, 8 x 64 bytes; and tiles 6-7, two more C. */
+static void configure_tiles(void) {
+    t_tiles_ready = true;
     struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int set = 0; set < 6; set += 3) {
         c.rows[set + T_C] = GROUP;
-        c.colsb[set + T_C] = (uint16_t)(4 * n);
+        c.colsb[set + T_C] = 4 * GROUP;
         c.rows[set + T_A] = GROUP;
         c.colsb[set + T_A] = 32;
         c.rows[set + T_B] = 8;
-        c.colsb[set + T_B] = (uint16_t)(4 * n);
+        c.colsb[set + T_B] = 4 * GROUP;
     }
     for (int t = 6; t < 8; t++) { /* two more C tiles: a second pair of results in flight */
         c.rows[t] = GROUP;
-        c.colsb[t] = (uint16_t)(4 * n);
+        c.colsb[t] = 4 * GROUP;
     }
     /* GCC 12 does not see that ldtilecfg reads the whole struct and drops
      * the stores above without this barrier. */
     __asm__ volatile("" : : "m"(c) : "memory");
     _tile_loadconfig(&c);
+}
+
+static inline void configure(void) {
+    if (!t_tiles_ready) configure_tiles();
 }
 
 /* ---- reference: one row, the same chain, integers summed directly ---- */
@@ -330,7 +331,7 @@ static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
     for (int r = 0; r < GROUP; r++) unpack_row(type, w, r0, r, nr, nb, a, d);
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure(nt);
+        configure();
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
         __m512 acc[GROUP];
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
@@ -561,7 +562,7 @@ static bool rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure(nt);
+        configure();
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
         __m512 acc[GROUP];
         for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
@@ -844,7 +845,7 @@ static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, con
     _Alignas(64) int32_t cs[2][GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure(nt);
+        configure();
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
         __m512 acc[GROUP];
 #pragma GCC unroll 16
@@ -1083,7 +1084,7 @@ static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     _Alignas(64) int32_t cs[2][GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure(nt);
+        configure();
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
         __m512 acc[GROUP];
 #pragma GCC unroll 16
