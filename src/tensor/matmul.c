@@ -25,6 +25,7 @@
 
 #include "tensor/kernels.h"
 
+enum { WHOLE_FEW_TOKENS = 64 };
 enum { ROW_CHUNK = 16, TOK_BLOCK = 32, MAX_MATS = 4, ITEMS_PER_THREAD = 4, MIN_STREAM = 64 << 10, MAX_STREAM = 1 << 20 };
 
 struct matmul_job {
@@ -197,8 +198,14 @@ static int64_t row_chunk(const struct tensor_matrix *w, int64_t n_tok, size_t ca
         if (!whole) return unit;
         /* A whole product takes every token at once: items of one row
          * group each would make the shared counter a hot spot (the output
-         * matrix alone has thousands); about 8 items per thread instead. */
-        int64_t rows = (w->rows + (int64_t)n_threads * 8 - 1) / ((int64_t)n_threads * 8);
+         * matrix alone has thousands). With up to WHOLE_FEW_TOKENS tokens
+         * the product streams its weights, and a thread does best with
+         * long contiguous runs: 2 items per thread (batch-16 decode +8%
+         * over 8: a 576-row matrix was 2-3 row groups an item); with more
+         * tokens it is compute-bound and 8 items per thread balance the
+         * threads better (pp512 -3% with 2). */
+        int64_t per = n_tok <= WHOLE_FEW_TOKENS ? 2 : 8;
+        int64_t rows = (w->rows + (int64_t)n_threads * per - 1) / ((int64_t)n_threads * per);
         return (rows + unit - 1) / unit * unit;
     }
     size_t bytes = call_bytes / ((size_t)n_threads * ITEMS_PER_THREAD);
