@@ -334,7 +334,6 @@ static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int l
  * first rows measured no faster: the kernel's own prefetch already fills
  * the line fill buffers.) */
 static void attn_worker(void *arg, int ith, int nth) {
-    (void)nth;
     struct attn_job *job = arg;
     for (;;) {
         int t = atomic_fetch_add_explicit(&job->next_tok, 1, memory_order_relaxed);
@@ -354,8 +353,17 @@ static void attn_worker(void *arg, int ith, int nth) {
     float **ro = c->attn_out + (size_t)ith * max_rows;
     int32_t *rl = c->attn_last + (size_t)ith * max_rows;
     float scale = 1.0f / sqrtf((float)hd);
-    for (;;) {
-        int i = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+    /* A thread takes all K/V heads of a block at once when there are items
+     * enough for every thread (the heads' rows interleave in the cache, and
+     * what the prefetchers bring in for one head serves the next on the
+     * same core: batch-16 decode +11%); one head at a time otherwise, so a
+     * single sequence's attention still spreads over the threads. */
+    int per = c->n_items >= 4 * nth * hp->n_head_kv ? hp->n_head_kv : 1, i = 0, claimed_end = 0;
+    for (;; i++) {
+        if (i >= claimed_end) {
+            i = atomic_fetch_add_explicit(&job->next, per, memory_order_relaxed);
+            claimed_end = i + per;
+        }
         if (i >= c->n_items) break;
         const struct attn_item *it = &c->items[i];
         int n_spans = attn_item_spans(c, kv, job->layer, it, spans);
