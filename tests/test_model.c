@@ -3,9 +3,13 @@
  * is not cached): batch invariance and clean errors. Agreement with llama.cpp
  * is checked against golden data in test_golden.c.
  */
+#include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "model/model.h"
+#include "model/synth.h"
+#include "tensor/tensor.h"
 #include "test.h"
 
 static struct model *load_default(void) {
@@ -174,6 +178,60 @@ TEST(model_ctx_rejects_bad_sizes) {
     CHECK_EQ_INT(model_forward(c, &kv.base, &b, logits, &err), KVIK_ERR_INVALID_ARG);
     free(logits);
     kv_flat_free(&kv);
+    model_ctx_free(c);
+    model_free(m);
+}
+
+/* F32 weights take F32 activations, which have no quantization to fold the
+ * normalisation into: the forward normalises on its own and takes the plain
+ * products (the fallback of the fused path). A tiny random F32 model gives
+ * finite logits, the same bits from one batch and token by token. */
+TEST(model_f32_weights_forward_unfused) {
+    char vocab[4096], dir[64] = "/tmp/kvik-model-test-XXXXXX", file[128];
+    if (!test_default_model(vocab, sizeof vocab)) return;
+    REQUIRE(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/tiny-f32.gguf", dir);
+    struct synth_shape shape = {.name = "tiny", .model = "test", .n_layer = 2, .n_embd = 64, .n_ff = 128,
+                                .n_head = 4, .n_head_kv = 2, .n_vocab = 512, .n_ctx = 64,
+                                .rope_base = 10000.0f, .rms_eps = 1e-5f, .tied_output = false};
+    struct synth_params sp = {.shape = &shape, .type = TENSOR_TYPE_F32, .seed = 5, .vocab_path = vocab,
+                              .n_threads = 1};
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    bool made = synth_write(file, &sp, NULL, &err) == KVIK_OK && model_load(file, &m, &err) == KVIK_OK;
+    remove(file);
+    rmdir(dir);
+    CHECK_MSG(made, "tiny F32 model: %s", err.msg);
+    if (!made) return;
+    CHECK_EQ_INT(m->layers[0].wq.type, TENSOR_TYPE_F32);
+    enum { N = 6 };
+    int nv = m->hp.n_vocab, kv_dim = m->hp.n_head_kv * m->hp.head_dim;
+    struct model_ctx *c = model_ctx_new(m, 2, N, 16, &err);
+    float *batch = malloc(sizeof(float) * (size_t)nv * N), *one = malloc(sizeof(float) * (size_t)nv);
+    REQUIRE(c && batch && one);
+    int32_t tok[N] = {5, 77, 300, 12, 499, 64}, pos[N], sq[N] = {0};
+    bool want[N];
+    for (int i = 0; i < N; i++) pos[i] = i, want[i] = true;
+    for (int pass = 0; pass < 2; pass++) {
+        struct kv_flat kv;
+        REQUIRE(kv_flat_init(&kv, m->hp.n_layer, 1, 16, kv_dim, TENSOR_TYPE_F16, &err) == KVIK_OK);
+        if (pass == 0) {
+            struct model_batch b = {.n = N, .tokens = tok, .pos = pos, .seq = sq, .logits = want};
+            CHECK_EQ_INT(model_forward(c, &kv.base, &b, batch, &err), KVIK_OK);
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)nv * N; i++) bad += !isfinite(batch[i]);
+            CHECK_EQ_INT(bad, 0);
+        } else {
+            for (int i = 0; i < N; i++) {
+                struct model_batch b = {.n = 1, .tokens = tok + i, .pos = pos + i, .seq = sq};
+                CHECK_EQ_INT(model_forward(c, &kv.base, &b, one, &err), KVIK_OK);
+                CHECK_MSG(!memcmp(one, batch + (size_t)i * nv, sizeof(float) * (size_t)nv),
+                          "token %d: logits differ between the batch and one by one", i);
+            }
+        }
+        kv_flat_free(&kv);
+    }
+    free(batch), free(one);
     model_ctx_free(c);
     model_free(m);
 }

@@ -164,10 +164,6 @@ void model_ctx_free(struct model_ctx *c) {
     free(c);
 }
 
-static void rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int n, float eps) {
-    tensor_rmsnorm(y, x, w, n, eps);
-}
-
 /* The cosines and sines of pos * inv_freq[i], once per token and batch
  * (every layer rotates by the same angles). */
 static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float pos) {
@@ -233,7 +229,7 @@ static kvik_status matmul3_norm(struct model_ctx *c, int n, const float *norm, c
                                           c->scratch);
     if (st != KVIK_ERR_INVALID_ARG) return st;
     for (int t = 0; t < n; t++)
-        rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
+        tensor_rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
     st = tensor_matmul_n(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch);
     if (st != KVIK_ERR_INVALID_ARG) return st;
     for (int i = 0; i < count && !st; i++) st = matmul(c, w[i], c->xn, y[i], n);
@@ -443,7 +439,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));
     if (n_out == 0) return KVIK_OK;
     for (int i = 0; i < n_out; i++)
-        rmsnorm(c->xn + (size_t)i * hp->n_embd, c->x + (size_t)c->rows[i] * hp->n_embd, m->output_norm, hp->n_embd,
+        tensor_rmsnorm(c->xn + (size_t)i * hp->n_embd, c->x + (size_t)c->rows[i] * hp->n_embd, m->output_norm, hp->n_embd,
                 hp->rms_eps);
     st = matmul(c, &m->output, c->xn, out, n_out);
     if (st) return err_set(err, st, "model: output product failed");
