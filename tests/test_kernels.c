@@ -534,6 +534,18 @@ TEST(matmul_norm_n_equals_norm_then_products) {
     int64_t fys = 4;
     CHECK_EQ_INT(tensor_matmul_norm_n(pool, tensor_kernels_best(), 1, &fp, x, cols, nw, 1e-5f, y, &fys, 2, NULL),
                  KVIK_ERR_INVALID_ARG);
+    /* rows wider than TENSOR_NORM_MAX_COLS: refused too (the caller normalises) */
+    int64_t wide = TENSOR_NORM_MAX_COLS + 32;
+    struct tensor_matrix wm = {.type = TENSOR_TYPE_Q8_0, .rows = 1, .cols = wide,
+                               .row_bytes = tensor_row_size(TENSOR_TYPE_Q8_0, wide)};
+    wm.data = mem_alloc_aligned(wm.row_bytes);
+    float *wx = mem_alloc_aligned(sizeof(float) * (size_t)wide * 2), *wn = mem_alloc_aligned(sizeof(float) * (size_t)wide);
+    REQUIRE(wm.data && wx && wn);
+    const struct tensor_matrix *wp = &wm;
+    int64_t wys = 1;
+    CHECK_EQ_INT(tensor_matmul_norm_n(pool, tensor_kernels_best(), 1, &wp, wx, wide, wn, 1e-5f, y, &wys, 2, NULL),
+                 KVIK_ERR_INVALID_ARG);
+    mem_free((void *)wm.data), mem_free(wx), mem_free(wn);
     pool_free(pool);
     for (int i = 0; i < 2; i++) mem_free(y[i]), mem_free(ref[i]);
     mem_free(x), mem_free(nw), mem_free(xn);
