@@ -92,7 +92,7 @@ struct server_config server_config_default(void) {
         .max_body = API_MAX_BODY_DEFAULT,
         .drain_timeout_s = 30,
         .max_connections = 512,
-        .prefill_chunk = 128,
+        .prefill_chunk = engine_config_default().prefill_chunk,
         .prefix_cache = true,
     };
 }

@@ -44,7 +44,7 @@ struct server_config {
     int64_t ctx_total;       /* KV pool in tokens (0: the engine's default) */
     int kv_type;             /* TENSOR_TYPE_F16, _Q8_0 or _F32 */
     int max_seqs, max_batch_tokens, max_queue; /* 0: the engine's defaults */
-    int prefill_chunk;       /* prompt tokens per step while sequences decode; 0: no cap (default 128) */
+    int prefill_chunk;       /* prompt tokens per step while sequences decode; 0: no cap (default: the engine's) */
     size_t max_body;         /* request body limit in bytes */
     double drain_timeout_s;  /* how long running requests may finish on shutdown */
     int max_connections;     /* concurrent HTTP connections */

@@ -1,7 +1,8 @@
 /*
- * act_x86.h — the gated unit's activation and the greedy sampler's argmax
- * with x86 vectors; included by vec_dot_x86.h after attn_x86.h (whose
- * exponentials it uses), so built 512-bit and 256-bit like it.
+ * act_x86.h — the gated unit's activation with x86 vectors (512- and
+ * 256-bit) and the greedy sampler's argmax (512-bit; the AVX2 table keeps
+ * the scalar one); included by vec_dot_x86.h after attn_x86.h, whose
+ * exponentials it uses.
  *
  * argmax: each lane keeps its first maximum (strict >, which a NaN never
  * passes), then the largest lane wins, the lowest index among equals: the
@@ -75,16 +76,6 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
         __m256 r = silu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
         gate[i] = _mm256_cvtss_f32(r);
     }
-}
-
-/* AVX2: the scalar loop (the sampler's argmax is not worth a second
- * vector version). */
-static int64_t argmax_x86(const float *x, int64_t n) {
-    float bv = x[0] != x[0] ? -INFINITY : x[0];
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > bv) bv = x[i], best = i;
-    return best;
 }
 
 #endif /* __AVX512F__ */

@@ -631,7 +631,9 @@ static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict vx, 
 static void fill_x86_kernels(struct tensor_kernels *k) {
     k->attn = attn_x86;
     k->silu_mul = silu_mul_x86;
-    k->argmax = argmax_x86;
+#ifdef __AVX512F__
+    k->argmax = argmax_x86; /* AVX2 keeps the scalar table's (dispatch.c) */
+#endif
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16;
     k->vec_dot[TENSOR_TYPE_BF16] = vec_dot_bf16;
