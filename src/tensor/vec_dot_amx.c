@@ -628,16 +628,33 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
  * d_y, and s_y = d_y * sum(y) as the format stores it, in f16). Per 32-value
  * block the exact integer S_b = q . y, and per element the chain
  *     y = fma((float)S_b, d * d_y, y);  y = fma(m, s_y, y)
- * for b = 0, 1, ... in order. Mat-mat forms S_b on tiles (the unsigned
- * nibbles as A against the signed activations as B); mat-vec streams each
- * row with VNNI and runs sixteen rows' chains side by side; the single-row
- * vec_dot sums the same integers one block at a time. All three give the
- * same bits.
+ * for b = 0, 1, ... in order. The single-row vec_dot sums each block's
+ * integers with VNNI; mat-vec and mat-mat read the repacked records below.
+ * All give the same bits.
+ *
+ * Here the weights are the B operand of the tile products and the tokens
+ * the A operand, so a result tile holds one token per row and sixteen
+ * weight rows across: each token's chain runs in the sixteen lanes of one
+ * vector (the rows' d and m are plain vector loads, d_y and s_y
+ * broadcasts), a partial token tile costs only its tokens, and the results
+ * are stored as they are, a token's sixteen outputs in one store.
  */
 
-/* Per block of a packed 16-token tile: 8 x 64 quant bytes (VNNI layout),
- * 16 scales d_y, 16 sums s_y (floats). */
+/* A packed 16-token tile, per block: the tokens' 32 quants one after the
+ * other (the A tile, 16 x 32 signed bytes), then 16 d_y, 16 s_y (floats). */
 enum { Q41_TILE_BYTES = 512 + 64 + 64 };
+
+/* A repacked record (one group of sixteen rows, one block): 256 bytes of
+ * nibbles, then d[16] and m[16] (f16, row order). Byte 4 r + i of 64-byte
+ * chunk c holds row r's q[4c + i] in its low nibble and q[16 + 4c + i] in
+ * its high nibble, so chunk c masked is row c of the B tile (VNNI layout:
+ * four bytes of each of the sixteen rows) and shifted is row c + 4; and a
+ * mat-vec multiplies a chunk's nibbles by four broadcast activation bytes
+ * to get sixteen rows' partial sums in sixteen lanes. */
+enum { Q41_REC = 256 + 2 * GROUP * 2 };
+/* A record unpacked for the tiles: the B tile (8 x 64 bytes), d[16], m[16]
+ * as floats. */
+enum { Q41_PANEL_BLOCK = 512 + 2 * GROUP * (int)sizeof(float) };
 
 static inline int32_t block_sum_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
     return hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_nibbles(x->qs),
@@ -663,19 +680,17 @@ static void pack_q8_1(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
     int64_t nb = cols / QK;
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q41_TILE_BYTES;
     for (int64_t b = b0; b < b1; b++) {
-        uint32_t *rows = (uint32_t *)(dst + (size_t)b * Q41_TILE_BYTES);
-        float *d = (float *)(rows + 128), *sy = d + GROUP;
+        uint8_t *qs = dst + (size_t)b * Q41_TILE_BYTES;
+        float *d = (float *)(qs + 512), *sy = d + GROUP;
         for (int t = 0; t < GROUP; t++) {
             int64_t tok = tile * GROUP + t;
             if (tok >= n_tok) {
-                for (int k = 0; k < 8; k++) rows[k * 16 + t] = 0;
+                memset(qs + 32 * t, 0, 32);
                 d[t] = sy[t] = 0.0f;
                 continue;
             }
             const block_q8_1 *y = (const block_q8_1 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
-            uint32_t w[8];
-            memcpy(w, y->qs, 32);
-            for (int k = 0; k < 8; k++) rows[k * 16 + t] = w[k];
+            memcpy(qs + 32 * t, y->qs, 32);
             d[t] = f16t(y->d);
             sy[t] = f16t(y->s);
         }
@@ -687,10 +702,39 @@ static size_t packed_size_q8_1(int64_t cols, int64_t n_tok) {
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_TILE_BYTES;
 }
 
+static size_t repack_size_q4_1(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_REC;
+}
+
+/* Row r's block (32 quants q[0..31]) into record rec. */
+static void rec_put_row_q4_1(uint8_t *rec, int r, const block_q4_1 *x) {
+    uint8_t q[QK];
+    for (int j = 0; j < QK / 2; j++) {
+        q[j] = x->qs[j] & 0x0F;
+        q[j + QK / 2] = x->qs[j] >> 4;
+    }
+    for (int c = 0; c < 4; c++)
+        for (int i = 0; i < 4; i++) rec[64 * c + 4 * r + i] = (uint8_t)(q[4 * c + i] | q[16 + 4 * c + i] << 4);
+    uint16_t *dm = (uint16_t *)(rec + 256);
+    dm[r] = x->d;
+    dm[GROUP + r] = x->m;
+}
+
+static void repack_q4_1(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK, groups = (w->rows + GROUP - 1) / GROUP;
+    memset(dst, 0, repack_size_q4_1(w->rows, w->cols));
+    for (int64_t g = 0; g < groups; g++)
+        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
+            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
+            for (int64_t b = 0; b < nb; b++) rec_put_row_q4_1((uint8_t *)dst + (size_t)(g * nb + b) * Q41_REC, r, &x[b]);
+        }
+}
+
 /* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
- * Q8_1 row. Each row is streamed alone for its block sums, eight blocks per
- * horizontal reduction; then the sixteen chains run in the lanes of one
- * vector, d and m of each row's block fetched by one 32-bit gather. */
+ * Q8_1 row, from the weights as they are in the file. Each row is streamed
+ * alone for its block sums, eight blocks per horizontal reduction; then the
+ * sixteen chains run in the lanes of one vector, d and m of each row's
+ * block fetched by one 32-bit gather. */
 static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
     int64_t nb = w->cols / QK;
     int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * sizeof(int32_t));
@@ -732,152 +776,229 @@ static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-/* The float steps of one block for sixteen rows x the tile's tokens: the
- * block sums c (16 x 16 int32, row-major), the rows' d and m, the tokens'
- * d_y and s_y. */
-static inline void q4_1_block_chain(__m512 acc[GROUP], const int32_t *c, const float *d, const float *m,
-                                    const uint8_t *blk) {
-    __m512 dy = _mm512_loadu_ps((const float *)(blk + 512)), sy = _mm512_loadu_ps((const float *)(blk + 576));
+static inline int32_t load_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Mat-vec of the group at r0 against one Q8_1 row: per record, eight VNNI
+ * products of its nibbles with four broadcast activation bytes each give
+ * the sixteen rows' block sums in the lanes of one vector. */
+static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
+    int64_t nb = w->cols / QK;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
+        _mm_prefetch((const char *)rec + 1024, _MM_HINT_T0);
+        _mm_prefetch((const char *)rec + 1088, _MM_HINT_T0);
+        const uint8_t *yq = (const uint8_t *)y[b].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m512i q = _mm512_loadu_si512(rec + 64 * c);
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(q, low), _mm512_set1_epi32(load_i32(yq + 4 * c)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(q, 4), low),
+                                     _mm512_set1_epi32(load_i32(yq + 16 + 4 * c)));
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256)));
+        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))),
+                              acc);
+        acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(y[b].s)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+/* A record as a panel block: the B tile and the scales as floats. */
+static inline void unpack_rec_q4_1(const uint8_t *rec, uint8_t *pb) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        __m512i q = _mm512_loadu_si512(rec + 64 * c);
+        _mm512_store_si512(pb + 64 * c, _mm512_and_si512(q, low));
+        _mm512_store_si512(pb + 64 * (c + 4), _mm512_and_si512(_mm512_srli_epi16(q, 4), low));
+    }
+    _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256))));
+    _mm512_store_ps(pb + 576, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32))));
+}
+
+/* The float steps of one block for the tile's tokens: the block sums c
+ * (16 tokens x 16 rows, int32), the rows' d and m, the tokens' d_y and s_y
+ * (blk + 512, blk + 576). */
+static inline __attribute__((always_inline)) void q4_1_block_chain(__m512 acc[GROUP], const int32_t *c,
+                                                                    const uint8_t *pb, const uint8_t *blk, int nt) {
+    __m512 d = _mm512_load_ps(pb + 512), m = _mm512_load_ps(pb + 576);
+    const float *dy = (const float *)(blk + 512), *sy = dy + GROUP;
 #pragma GCC unroll 16
-    for (int r = 0; r < GROUP; r++) {
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
-                                 _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m[r]), sy, acc[r]);
+    for (int t = 0; t < GROUP; t++) {
+        if (t >= nt) continue;
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
+                                 _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+        acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
     }
 }
 
-/* acc[r] lane t is the result of row r, token t: writes y[t * ys + r] for
- * r < nr, t < nt, a token's nr results in one store. */
-static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t ys, int nr, int nt) {
-    _Alignas(64) float res[GROUP * GROUP];
+#define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+
+/* Where the panel blocks of q4_1_tiles come from: with rec, a ring of
+ * mask + 1 blocks (a power of two, at least 6 + UNPACK_AHEAD) that each
+ * record is unpacked into UNPACK_AHEAD steps before its product is issued,
+ * the record D_PF blocks ahead prefetched (past the group's end that is the
+ * next group, usually this thread's next); without, a panel already holding
+ * all the blocks (mask all ones), and pf, if given, is prefetched a record
+ * per block during the first token tile. */
+struct q41_src {
+    const uint8_t *rec;
+    uint8_t *panel;
+    int64_t mask;
+    const uint8_t *pf;
+};
+
+/* One token tile (nt tokens; a literal GROUP for full tiles, so that the
+ * chains are unrolled without tests) of the products of q4_1_tiles.
+ *
+ * Block b's product goes to C tile (0, 3, 6, 7)[b % 4]: four products are
+ * in flight. Step b stores block b's sums, issues block b + 4's product in
+ * the freed tile and runs block b - 1's float steps, whose sums were stored
+ * a step earlier. Blocks enter each chain in order. */
+static inline __attribute__((always_inline)) void q4_1_tile_pass(const struct q41_src *src, int64_t nb,
+                                                                  const uint8_t *tile, const int nt, bool pf_on,
+                                                                  float *y, int64_t ys, __mmask16 rows) {
+    enum { UNPACK_AHEAD = 2, D_PF = 8 };
+    _Alignas(64) int32_t cs[4][GROUP * GROUP];
+    const uint8_t *rec = src->rec;
+#define Q41_AT(b) (src->panel + (size_t)((b) & src->mask) * Q41_PANEL_BLOCK)
+#define Q41_UNPACK(b)                                                                                     \
+    do {                                                                                                  \
+        const uint8_t *r_ = rec + (size_t)(b) * Q41_REC;                                                  \
+        for (int o_ = 0; o_ < Q41_REC; o_ += 64)                                                          \
+            _mm_prefetch((const char *)r_ + D_PF * Q41_REC + o_, _MM_HINT_T0);                            \
+        unpack_rec_q4_1(r_, Q41_AT(b));                                                                   \
+    } while (0)
+#define Q41_ISSUE(c, b)                                                                                   \
+    do {                                                                                                  \
+        TILE_LOAD(1, tile + (size_t)(b) * Q41_TILE_BYTES, 32);                                            \
+        TILE_LOAD(2, Q41_AT(b), 64);                                                                      \
+        TILE_ZERO(c);                                                                                     \
+        TILE_DPBSUD(c, 1, 2);                                                                             \
+    } while (0)
+#define Q41_STEP(c, k)                                                                                    \
+    do {                                                                                                  \
+        int64_t b_ = b + (k);                                                                             \
+        if (b_ >= nb) break;                                                                              \
+        TILE_STORE(c, cs[k], 64);                                                                         \
+        if (rec && b_ + 4 + UNPACK_AHEAD < nb) Q41_UNPACK(b_ + 4 + UNPACK_AHEAD);                         \
+        if (pf_on)                                                                                        \
+            for (int o_ = 0; o_ < Q41_REC; o_ += 64)                                                      \
+                _mm_prefetch((const char *)src->pf + (size_t)b_ * Q41_REC + o_, _MM_HINT_T0);             \
+        if (b_ + 4 < nb) Q41_ISSUE(c, b_ + 4);                                                            \
+        if (b_ > 0) q4_1_block_chain(acc, cs[((k) + 3) % 4], Q41_AT(b_ - 1),                              \
+                                     tile + (size_t)(b_ - 1) * Q41_TILE_BYTES, nt);                       \
+    } while (0)
+    __m512 acc[GROUP];
 #pragma GCC unroll 16
-    for (int r = 0; r < GROUP; r++) _mm512_store_ps(res + GROUP * r, acc[r]);
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(GROUP));
-    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    for (int t = 0; t < nt; t++)
-        _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
+    for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
+    if (rec)
+        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) Q41_UNPACK(b);
+    if (nb > 0) Q41_ISSUE(0, 0);
+    if (nb > 1) Q41_ISSUE(3, 1);
+    if (nb > 2) Q41_ISSUE(6, 2);
+    if (nb > 3) Q41_ISSUE(7, 3);
+    for (int64_t b = 0; b < nb; b += 4) {
+        Q41_STEP(0, 0);
+        Q41_STEP(3, 1);
+        Q41_STEP(6, 2);
+        Q41_STEP(7, 3);
+    }
+    q4_1_block_chain(acc, cs[(nb - 1) % 4], Q41_AT(nb - 1), tile + (size_t)(nb - 1) * Q41_TILE_BYTES, nt);
+#pragma GCC unroll 16
+    for (int t = 0; t < GROUP; t++)
+        if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
+#undef Q41_AT
+#undef Q41_UNPACK
+#undef Q41_ISSUE
+#undef Q41_STEP
 }
 
-/* per block of the unpacked panel: 16 x 32 weight bytes, 16 d, 16 m */
-enum { Q41_PANEL_BLOCK = GROUP * 32 + 2 * GROUP * sizeof(float) };
-
-static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys, const uint8_t *pf, size_t pf_block);
+/* The products of the group at r0 (nr rows) against every token tile of
+ * packed, the weights' panel blocks from src. */
+static void q4_1_tiles(const struct q41_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
+                       int64_t n_tok, float *y, int64_t ys) {
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    configure();
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
+        bool pf_on = src->pf && t0 == 0;
+        if (n_tok - t0 >= GROUP) q4_1_tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows);
+        else q4_1_tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows);
+    }
+}
 
 /* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from the
- * weights as they are in the file. */
+ * weights as they are in the file: each row's blocks put into records (as
+ * the repacking does), then unpacked into the panel. */
 static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                              float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
-    const size_t per_b = Q41_PANEL_BLOCK;
-    uint8_t *panel = panel_get((size_t)nb * per_b);
+    uint8_t *panel = panel_get((size_t)nb * (Q41_PANEL_BLOCK + Q41_REC));
     if (!panel) return false;
-    /* Row by row: the group's rows are one contiguous run of memory, read
-     * in order so the prefetchers stream it (block-major order touched
-     * sixteen rows at once and waited on memory for each). */
-    for (int r = 0; r < GROUP; r++) {
-        if (r >= nr) {
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t *pb = panel + (size_t)b * per_b;
-                float *d = (float *)(pb + GROUP * 32);
-                memset(pb + 32 * r, 0, 32);
-                d[r] = d[GROUP + r] = 0.0f;
-            }
-            continue;
-        }
+    uint8_t *recs = panel + (size_t)nb * Q41_PANEL_BLOCK;
+    memset(recs, 0, (size_t)nb * Q41_REC);
+    /* row by row: the group's rows are one contiguous run of memory, read
+     * in order so the prefetchers stream it */
+    for (int r = 0; r < nr; r++) {
         const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *pb = panel + (size_t)b * per_b;
-            float *d = (float *)(pb + GROUP * 32);
-            _mm_prefetch((const char *)(x + b) + 2048, _MM_HINT_T0);
-            _mm256_storeu_si256((__m256i *)(pb + 32 * r), q4_nibbles(x[b].qs));
-            d[r] = f16t(x[b].d);
-            d[GROUP + r] = f16t(x[b].m);
-        }
+        for (int64_t b = 0; b < nb; b++) rec_put_row_q4_1(recs + (size_t)b * Q41_REC, r, &x[b]);
     }
-    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys, NULL, 0);
+    for (int64_t b = 0; b < nb; b++) unpack_rec_q4_1(recs + (size_t)b * Q41_REC, panel + (size_t)b * Q41_PANEL_BLOCK);
+    struct q41_src src = {.panel = panel, .mask = -1};
+    q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
 }
 
-/* Blocks b and b + 1 (if two) of the panel times the token tile into C
- * tiles c0 and c1 (literal tile numbers), on the A/B tiles 1-2 and 4-5. */
-#define Q41_ISSUE(c0, c1, b, two)                                                     \
-    do {                                                                              \
-        const uint8_t *p_ = panel + (size_t)(b) * per_b;                              \
-        const uint8_t *t_ = tile + (size_t)(b) * Q41_TILE_BYTES;                      \
-        TILE_LOAD(1, p_, 32);                                                         \
-        TILE_LOAD(2, t_, 64);                                                         \
-        TILE_ZERO(c0);                                                                \
-        TILE_DPBUSD(c0, 1, 2);                                                        \
-        if (two) {                                                                    \
-            TILE_LOAD(4, p_ + per_b, 32);                                             \
-            TILE_LOAD(5, t_ + Q41_TILE_BYTES, 64);                                    \
-            TILE_ZERO(c1);                                                            \
-            TILE_DPBUSD(c1, 4, 5);                                                    \
-        }                                                                             \
-    } while (0)
-
-/* The float steps of blocks b and b + 1 (if two) from C tiles c0 and c1. */
-#define Q41_CHAIN(c0, c1, b, two)                                                     \
-    do {                                                                              \
-        const uint8_t *p_ = panel + (size_t)(b) * per_b;                              \
-        const uint8_t *t_ = tile + (size_t)(b) * Q41_TILE_BYTES;                      \
-        TILE_STORE(c0, cs[0], 64);                                                    \
-        q4_1_block_chain(acc, cs[0], (const float *)(p_ + GROUP * 32),                \
-                         (const float *)(p_ + GROUP * 32) + GROUP, t_);               \
-        if (two) {                                                                    \
-            TILE_STORE(c1, cs[1], 64);                                                \
-            q4_1_block_chain(acc, cs[1], (const float *)(p_ + per_b + GROUP * 32),    \
-                             (const float *)(p_ + per_b + GROUP * 32) + GROUP,        \
-                             t_ + Q41_TILE_BYTES);                                    \
-        }                                                                             \
-    } while (0)
-
-/* The tile products of an unpacked panel (rows [r0, r0 + nr)) against n_tok
- * packed Q8_1 rows. Software-pipelined over pairs of blocks: the products
- * of the next pair (into the other two C tiles) are issued before the float
- * steps of this one, so the tile unit works while the vector units scale
- * and sum. Blocks still enter each chain in order. */
-static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys, const uint8_t *pf, size_t pf_block) {
-    const size_t per_b = Q41_PANEL_BLOCK;
-    _Alignas(64) int32_t cs[2][GROUP * GROUP];
-    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
-        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure();
-        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
-        __m512 acc[GROUP];
-#pragma GCC unroll 16
-        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
-        Q41_ISSUE(0, 3, 0, nb > 1);
-        for (int64_t b = 0; b < nb; b += 4) {
-            if (pf && t0 == 0) /* pf_block bytes per block of weights to come */
-                for (size_t o = 0; o < 4 * pf_block; o += 64) _mm_prefetch((const char *)pf + b * pf_block + o, _MM_HINT_T0);
-            /* pair b, b + 1 is in C tiles 0 and 3; pair b + 2, b + 3 goes to 6 and 7 */
-            if (b + 2 < nb) Q41_ISSUE(6, 7, b + 2, b + 3 < nb);
-            Q41_CHAIN(0, 3, b, b + 1 < nb);
-            if (b + 4 < nb) Q41_ISSUE(0, 3, b + 4, b + 5 < nb);
-            if (b + 2 < nb) Q41_CHAIN(6, 7, b + 2, b + 3 < nb);
-        }
-        store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
+/* Mat-mat of the group at r0 from its records: one token tile in one pass
+ * (each record unpacked into a ring just before its product, so the float
+ * steps of earlier blocks run while the records stream in); more, the
+ * records unpacked once into a panel every token tile reads. */
+static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
+                              int64_t n_tok, float *y, int64_t ys) {
+    enum { RING = 8 };
+    int64_t nb = w->cols / QK;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    if (n_tok <= GROUP) {
+        _Alignas(64) uint8_t ring[RING * Q41_PANEL_BLOCK];
+        struct q41_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
+        q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+        return true;
     }
+    uint8_t *panel = panel_get((size_t)nb * Q41_PANEL_BLOCK);
+    if (!panel) return false;
+    for (int64_t b = 0; b < nb; b++) {
+        for (int o = 0; o < Q41_REC; o += 64) _mm_prefetch((const char *)rec + (size_t)(b + 8) * Q41_REC + o, _MM_HINT_T0);
+        unpack_rec_q4_1(rec + (size_t)b * Q41_REC, panel + (size_t)b * Q41_PANEL_BLOCK);
+    }
+    /* while the tiles work, the next group's records come in (the next
+     * group is usually this thread's next, and past the end a prefetch
+     * does nothing) */
+    struct q41_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * Q41_REC};
+    q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+    return true;
 }
 
 /* ---- repacked weights (tensor_matrix.panel) ----------------------------- *
  *
- * At load the Q4_1 and Q8_0 weights are rearranged once, group of sixteen
- * rows by group, block by block, so that one group's block is one
- * contiguous record:
+ * At load the Q8_0 weights are rearranged once (as the Q4_1 weights are,
+ * above), group of sixteen rows by group, block by block, so that one
+ * group's block is one contiguous record:
  *
- *     Q4_1: 16 x 16 quant bytes (row r at 16 r), 16 d, 16 m (f16)  320 bytes
- *     Q8_0: 16 x 32 quant bytes (row r at 32 r), 16 d (f16)         544 bytes
+ *     16 x 32 quant bytes (row r at 32 r), 16 d (f16)         544 bytes
  *
  * rows past the matrix's last are zeros. Both products then stream the
- * weights in order: mat-mat unpacks a Q4_1 record with a few 512-bit
- * operations (Q8_0 records are tile operands as they are), and mat-vec
- * forms the sixteen rows' block sums of a record in the lanes of four
- * vectors, without the per-row horizontal sums.
+ * weights in order: mat-mat takes the records' quants as tile operands as
+ * they are, and mat-vec forms the sixteen rows' block sums of a record in
+ * the lanes of four vectors, without the per-row horizontal sums.
  *
  * The scales are stored in "lane order": position p holds row
  * vlane(p) = 4 (p mod 4) + p / 4, the order in which reduce16 below leaves
@@ -888,34 +1009,14 @@ static void q4_1_tiles(const uint8_t *panel, int64_t nb, int64_t r0, int nr, con
  * above, so the results are the same bits.
  */
 
-enum { Q41_REC = GROUP * 16 + 2 * GROUP * 2, Q80_REC = GROUP * 32 + GROUP * 2 };
+enum { Q80_REC = GROUP * 32 + GROUP * 2 };
 
 static inline int vlane(int p) { return 4 * (p & 3) + (p >> 2); }
 
 static const int32_t k_vlane[GROUP] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
-static size_t repack_size_q4_1(int64_t rows, int64_t cols) {
-    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_REC;
-}
-
 static size_t repack_size_q8_0(int64_t rows, int64_t cols) {
     return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q80_REC;
-}
-
-static void repack_q4_1(const struct tensor_matrix *w, void *dst) {
-    int64_t nb = w->cols / QK, groups = (w->rows + GROUP - 1) / GROUP;
-    memset(dst, 0, repack_size_q4_1(w->rows, w->cols));
-    for (int64_t g = 0; g < groups; g++)
-        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
-            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q41_REC;
-                uint16_t *d = (uint16_t *)(rec + GROUP * 16);
-                memcpy(rec + 16 * r, x[b].qs, 16);
-                d[vlane(r)] = x[b].d;
-                d[GROUP + vlane(r)] = x[b].m;
-            }
-        }
 }
 
 static void repack_q8_0(const struct tensor_matrix *w, void *dst) {
@@ -947,31 +1048,6 @@ static inline void store_lanes(__m512 acc, float *out, int nr) {
     for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-/* Mat-vec of the group at r0 against one Q8_1 row. */
-static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
-    int64_t nb = w->cols / QK;
-    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
-    const __m512i low = _mm512_set1_epi8(0x0F);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
-        _mm_prefetch((const char *)rec + 1024, _MM_HINT_T0);
-        _mm_prefetch((const char *)rec + 1088, _MM_HINT_T0);
-        __m512i ylo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y[b].qs));
-        __m512i yhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y[b].qs + 16)));
-        __m512i s[4];
-        for (int i = 0; i < 4; i++) {
-            __m512i q = _mm512_loadu_si512(rec + 64 * i);
-            s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, low), ylo);
-            s[i] = _mm512_dpbusd_epi32(s[i], _mm512_and_si512(_mm512_srli_epi16(q, 4), low), yhi);
-        }
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16)));
-        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16 + 32)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(reduce16(s)), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))), acc);
-        acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(y[b].s)), acc);
-    }
-    store_lanes(acc, out, nr);
-}
-
 /* Mat-vec of the group at r0 against one Q8_0 row (ysum: the sums of its
  * blocks' quants): sums of (q + 128) y, less 128 ysum. */
 static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
@@ -999,36 +1075,17 @@ static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     store_lanes(acc, out, nr);
 }
 
-/* Mat-mat of the group at r0 (Q4_1): the records unpacked into the panel
- * q4_1_tiles takes, scales back in row order. */
-static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
-                              int64_t n_tok, float *y, int64_t ys) {
-    int64_t nb = w->cols / QK;
-    uint8_t *panel = panel_get((size_t)nb * Q41_PANEL_BLOCK);
-    if (!panel) return false;
-    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
-    const __m512i low = _mm512_set1_epi8(0x0F), order = _mm512_loadu_si512(k_vlane);
-    /* qwords of (lo, hi) -> rows: lo lane k then hi lane k */
-    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
-    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
-        uint8_t *pb = panel + (size_t)b * Q41_PANEL_BLOCK;
-        for (int o = 0; o < Q41_REC; o += 64) _mm_prefetch((const char *)rec + 2560 + o, _MM_HINT_T0);
-        for (int i = 0; i < 4; i++) {
-            __m512i q = _mm512_loadu_si512(rec + 64 * i);
-            __m512i lo = _mm512_and_si512(q, low), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
-            _mm512_storeu_si512(pb + 128 * i, _mm512_permutex2var_epi64(lo, first, hi));
-            _mm512_storeu_si512(pb + 128 * i + 64, _mm512_permutex2var_epi64(lo, second, hi));
-        }
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16)));
-        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 16 + 32)));
-        _mm512_storeu_ps(pb + GROUP * 32, _mm512_permutexvar_ps(order, d));
-        _mm512_storeu_ps(pb + GROUP * 32 + 64, _mm512_permutexvar_ps(order, m));
-    }
-    /* while the tiles work, the next group's records come in (the next
-     * group is usually this thread's next, and past the end a prefetch
-     * does nothing) */
-    q4_1_tiles(panel, nb, r0, nr, packed, n_tok, y, ys, rec, Q41_REC);
-    return true;
+/* acc[r] lane t is the result of row r, token t: writes y[t * ys + r] for
+ * r < nr, t < nt, a token's nr results in one store. */
+static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t ys, int nr, int nt) {
+    _Alignas(64) float res[GROUP * GROUP];
+#pragma GCC unroll 16
+    for (int r = 0; r < GROUP; r++) _mm512_store_ps(res + GROUP * r, acc[r]);
+    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(GROUP));
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    for (int t = 0; t < nt; t++)
+        _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
 }
 
 /* Q8_0 records b and b + 1 (if two) times the token tile into C tiles c0
