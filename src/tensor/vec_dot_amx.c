@@ -131,12 +131,13 @@ static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict 
     *s = chain_q8_family(n, vx, sizeof(block_q8_0), vy, sum_q8_0);
 }
 
-/* ---- activations: VNNI layout for B ----------------------------------- */
+/* ---- activations: the A tiles ---------------------------------------- */
 
 /* Token tile `tile` (tokens 16 tile .. +16) of Q8_0 rows: for each block,
- * 8 rows of 64 bytes (row k holds bytes 4k..4k+3 of each token's block) and
- * 16 scales; tokens past n_tok are zeros. For a single token (mat-vec), the
- * sum of each block's quants instead, which every row group needs. */
+ * the tokens' 32 quants one after the other (the A tile, 16 x 32 signed
+ * bytes) and their 16 scales d_y (floats); tokens past n_tok are zeros. For
+ * a single token (mat-vec), the sum of each block's quants instead, which
+ * every row group needs. */
 static inline int32_t hsum_epi32(__m256i v);
 
 static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
@@ -152,19 +153,17 @@ static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
     }
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * (512 + 64);
     for (int64_t b = b0; b < b1; b++) {
-        uint32_t *rows = (uint32_t *)(dst + (size_t)b * (512 + 64));
-        float *d = (float *)(rows + 128);
+        uint8_t *qs = dst + (size_t)b * (512 + 64);
+        float *d = (float *)(qs + 512);
         for (int t = 0; t < GROUP; t++) {
             int64_t tok = tile * GROUP + t;
             if (tok >= n_tok) {
-                for (int k = 0; k < 8; k++) rows[k * 16 + t] = 0;
+                memset(qs + 32 * t, 0, 32);
                 d[t] = 0.0f;
                 continue;
             }
             const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
-            uint32_t w[8];
-            memcpy(w, y->qs, 32);
-            for (int k = 0; k < 8; k++) rows[k * 16 + t] = w[k];
+            memcpy(qs + 32 * t, y->qs, 32);
             d[t] = f16t(y->d);
         }
     }
@@ -175,7 +174,7 @@ static size_t packed_size_q8_0(int64_t cols, int64_t n_tok) {
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * (512 + 64);
 }
 
-/* ---- weights: A tiles ------------------------------------------------ */
+/* ---- weights: B tiles ------------------------------------------------ */
 
 /* Per-thread buffer: the panel of unpacked weights, or a mat-vec's block
  * sums. Freed when the thread exits, through a
@@ -210,39 +209,136 @@ static uint8_t *panel_get(size_t bytes) {
 }
 
 
-/* Row r0 + r of the weights as signed bytes into the panel, block by
- * block (block b's 16 x 32 bytes at a + b * 512, its scales at
- * d + b * 16); rows past nr are zeros. The caller goes row by row: a
- * group's rows are one contiguous run of memory, read in order so the
- * prefetchers stream it (block-major order touched sixteen rows at once and
- * waited on memory for each). */
-static void unpack_row(int type, const struct tensor_matrix *w, int64_t r0, int r, int nr, int64_t nb, int8_t *a,
-                       float *d) {
+/* The weights of the Q8_0 family (Q4_0, Q8_0) are the B operand of the
+ * tile products, and the tokens the A operand: a result tile holds one
+ * token per row and sixteen weight rows across, so each token's chain
+ * acc = fma((float)S_b, d_w * d_y, acc) runs in the sixteen lanes of one
+ * vector and the results are stored as they are. The weights come as
+ * records, one group of sixteen rows and one block each: the block's B tile
+ * (8 x 64 bytes, VNNI layout: byte 64 k + 4 r + i is row r's q[4 k + i], as
+ * signed bytes: Q8_0's quants, Q4_0's q - 8), then d[16] (f16, row order).
+ * Repacked Q8_0 weights are such records (below); other weights are put
+ * into records call by call. */
+enum { Q80_REC = GROUP * 32 + GROUP * 2 };
+
+/* Row r's block (quants q, scale d) into record rec. */
+static inline void rec_put_row_q8(uint8_t *rec, int r, const int8_t *q, uint16_t d) {
+    for (int k = 0; k < 8; k++) memcpy(rec + 64 * k + 4 * r, q + 4 * k, 4);
+    memcpy(rec + GROUP * 32 + 2 * r, &d, 2);
+}
+
+/* Row r0 + r of the weights into the group's records, block by block. The
+ * caller goes row by row: a group's rows are one contiguous run of memory,
+ * read in order so the prefetchers stream it (block-major order touched
+ * sixteen rows at once and waited on memory for each). */
+static void put_row_q8(int type, const struct tensor_matrix *w, int64_t r0, int r, int64_t nb, uint8_t *recs) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
     for (int64_t b = 0; b < nb; b++) {
-        int8_t *dst = a + (size_t)b * GROUP * 32 + 32 * r;
-        float *ds = d + b * GROUP + r;
-        if (r >= nr) {
-            memset(dst, 0, 32);
-            *ds = 0.0f;
-            continue;
-        }
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
+        int8_t q[QK];
+        uint16_t d;
         if (type == TENSOR_TYPE_Q4_0) {
             const block_q4_0 *x = (const block_q4_0 *)row + b;
             _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
-            __m128i q = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F), e = _mm_set1_epi8(8);
-            _mm_storeu_si128((__m128i *)dst, _mm_sub_epi8(_mm_and_si128(q, m), e));
-            _mm_storeu_si128((__m128i *)(dst + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), e));
-            *ds = f16t(x->d);
+            __m128i v = _mm_loadu_si128((const __m128i *)x->qs), m = _mm_set1_epi8(0x0F), e = _mm_set1_epi8(8);
+            _mm_storeu_si128((__m128i *)q, _mm_sub_epi8(_mm_and_si128(v, m), e));
+            _mm_storeu_si128((__m128i *)(q + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), e));
+            d = x->d;
         } else {
             const block_q8_0 *x = (const block_q8_0 *)row + b;
             _mm_prefetch((const char *)x + 2048, _MM_HINT_T0);
-            memcpy(dst, x->qs, 32);
-            *ds = f16t(x->d);
+            memcpy(q, x->qs, QK);
+            d = x->d;
         }
+        rec_put_row_q8(recs + (size_t)b * Q80_REC, r, q, d);
     }
 }
 
+static inline int32_t load_i32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The float steps of one block for the tile's tokens: the block sums c
+ * (16 tokens x 16 rows, int32), the record's d, the tokens' d_y. */
+static inline __attribute__((always_inline)) void q8_block_chain(__m512 acc[GROUP], const int32_t *c,
+                                                                  const uint8_t *rec, const uint8_t *blk, int nt) {
+    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 32)));
+    const float *dy = (const float *)(blk + 512);
+#pragma GCC unroll 16
+    for (int t = 0; t < GROUP; t++) {
+        if (t >= nt) continue;
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
+                                 _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+    }
+}
+
+/* One token tile (nt tokens; a literal GROUP for full tiles) of the group's
+ * records against the packed activations. Block b's product goes to C tile
+ * (0, 3, 6, 7)[b % 4]: four products are in flight. Step b stores block
+ * b's sums, issues block b + 4's product in the freed tile and runs block
+ * b - 1's float steps, whose sums were stored a step earlier; blocks enter
+ * each chain in order. With pf_on, the record D_PF blocks ahead is
+ * prefetched at each step (past the group's end that is the next group,
+ * usually this thread's next). */
+static inline __attribute__((always_inline)) void q8_tile_pass(const uint8_t *recs, int64_t nb, const uint8_t *tile,
+                                                                const int nt, bool pf_on, float *y, int64_t ys,
+                                                                __mmask16 rows) {
+    enum { D_PF = 8 };
+    _Alignas(64) int32_t cs[4][GROUP * GROUP];
+#define Q8_ISSUE(c, b)                                                                                    \
+    do {                                                                                                  \
+        TILE_LOAD(1, tile + (size_t)(b) * (512 + 64), 32);                                                \
+        TILE_LOAD(2, recs + (size_t)(b) * Q80_REC, 64);                                                   \
+        TILE_ZERO(c);                                                                                     \
+        TILE_DPBSSD(c, 1, 2);                                                                             \
+    } while (0)
+#define Q8_STEP(c, k)                                                                                     \
+    do {                                                                                                  \
+        int64_t b_ = b + (k);                                                                             \
+        if (b_ >= nb) break;                                                                              \
+        TILE_STORE(c, cs[k], 64);                                                                         \
+        if (pf_on)                                                                                        \
+            for (int o_ = 0; o_ < Q80_REC; o_ += 64)                                                      \
+                _mm_prefetch((const char *)recs + (size_t)(b_ + D_PF) * Q80_REC + o_, _MM_HINT_T0);       \
+        if (b_ + 4 < nb) Q8_ISSUE(c, b_ + 4);                                                             \
+        if (b_ > 0) q8_block_chain(acc, cs[((k) + 3) % 4], recs + (size_t)(b_ - 1) * Q80_REC,             \
+                                   tile + (size_t)(b_ - 1) * (512 + 64), nt);                             \
+    } while (0)
+    __m512 acc[GROUP];
+#pragma GCC unroll 16
+    for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
+    if (nb > 0) Q8_ISSUE(0, 0);
+    if (nb > 1) Q8_ISSUE(3, 1);
+    if (nb > 2) Q8_ISSUE(6, 2);
+    if (nb > 3) Q8_ISSUE(7, 3);
+    for (int64_t b = 0; b < nb; b += 4) {
+        Q8_STEP(0, 0);
+        Q8_STEP(3, 1);
+        Q8_STEP(6, 2);
+        Q8_STEP(7, 3);
+    }
+    q8_block_chain(acc, cs[(nb - 1) % 4], recs + (size_t)(nb - 1) * Q80_REC, tile + (size_t)(nb - 1) * (512 + 64), nt);
+#pragma GCC unroll 16
+    for (int t = 0; t < GROUP; t++)
+        if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
+#undef Q8_ISSUE
+#undef Q8_STEP
+}
+
+/* The group at r0 (nr rows, its records at recs) against every token tile
+ * of packed; pf: prefetch records ahead during the first tile (records
+ * streamed from memory). */
+static void q8_tiles(const uint8_t *recs, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                     float *y, int64_t ys, bool pf) {
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    configure();
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
+        if (n_tok - t0 >= GROUP) q8_tile_pass(recs, nb, tile, GROUP, pf && t0 == 0, y + t0 * ys + r0, ys, rows);
+        else q8_tile_pass(recs, nb, tile, (int)(n_tok - t0), pf && t0 == 0, y + t0 * ys + r0, ys, rows);
+    }
+}
 
 /* Eight 8-lane integer vectors -> their eight horizontal sums, in order. */
 static inline __m256i hsum8_epi32(const __m256i a[8]) {
@@ -320,41 +416,16 @@ static bool rows_matvec_q8_family(const struct tensor_matrix *w, int64_t r0, int
     return true;
 }
 
-/* Mat-mat: rows [r0, r0 + nr) against n_tok packed activation rows. */
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed activation rows, the
+ * rows put into records first. */
 static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
                         int64_t n_tok, float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
-    uint8_t *panel = panel_get((size_t)nb * (GROUP * 32 + GROUP * sizeof(float)));
-    if (!panel) return false;
-    int8_t *a = (int8_t *)panel;
-    float *d = (float *)(panel + (size_t)nb * GROUP * 32);
-    for (int r = 0; r < GROUP; r++) unpack_row(type, w, r0, r, nr, nb, a, d);
-    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
-        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure();
-        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
-        __m512 acc[GROUP];
-        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
-        _Alignas(64) int32_t c[GROUP * GROUP];
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = tile + (size_t)b * (512 + 64);
-            TILE_LOAD(T_A, a + (size_t)b * GROUP * 32, 32);
-            TILE_LOAD(T_B, blk, 64);
-            TILE_ZERO(T_C);
-            TILE_DPBSSD(T_C, T_A, T_B);
-            TILE_STORE(T_C, c, 64);
-            __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
-            const float *dr = d + b * GROUP;
-            for (int r = 0; r < GROUP; r++)
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
-                                         _mm512_mul_ps(_mm512_set1_ps(dr[r]), dy), acc[r]);
-        }
-        for (int r = 0; r < nr; r++) {
-            _Alignas(64) float res[GROUP];
-            _mm512_store_ps(res, acc[r]);
-            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
-        }
-    }
+    uint8_t *recs = panel_get((size_t)nb * Q80_REC);
+    if (!recs) return false;
+    memset(recs, 0, (size_t)nb * Q80_REC);
+    for (int r = 0; r < nr; r++) put_row_q8(type, w, r0, r, nb, recs);
+    q8_tiles(recs, nb, r0, nr, packed, n_tok, y, ys, false);
     return true;
 }
 
@@ -776,12 +847,6 @@ static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-static inline int32_t load_i32(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 /* Mat-vec of the group at r0 against one Q8_1 row: per record, eight VNNI
  * products of its nibbles with four broadcast activation bytes each give
  * the sixteen rows' block sums in the lanes of one vector. */
@@ -990,30 +1055,14 @@ static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
 /* ---- repacked weights (tensor_matrix.panel) ----------------------------- *
  *
  * At load the Q8_0 weights are rearranged once (as the Q4_1 weights are,
- * above), group of sixteen rows by group, block by block, so that one
- * group's block is one contiguous record:
- *
- *     16 x 32 quant bytes (row r at 32 r), 16 d (f16)         544 bytes
- *
- * rows past the matrix's last are zeros. Both products then stream the
- * weights in order: mat-mat takes the records' quants as tile operands as
- * they are, and mat-vec forms the sixteen rows' block sums of a record in
- * the lanes of four vectors, without the per-row horizontal sums.
- *
- * The scales are stored in "lane order": position p holds row
- * vlane(p) = 4 (p mod 4) + p / 4, the order in which reduce16 below leaves
- * the sixteen sums, so the mat-vec chains run in that order and are put
- * back in row order once at the end. vlane is its own inverse.
- *
- * The integers and the chain of each element are those of the row kernels
- * above, so the results are the same bits.
+ * above) into the records the tiles take (see Q80_REC), group of sixteen
+ * rows by group, block by block, rows past the matrix's last zeros. Mat-mat
+ * then streams the records in order as B tiles, and mat-vec multiplies each
+ * 64-byte row of a record by four broadcast activation bytes, the sixteen
+ * rows' partial sums in sixteen lanes. The integers and the chain of each
+ * element are those of the row kernels above, so the results are the same
+ * bits.
  */
-
-enum { Q80_REC = GROUP * 32 + GROUP * 2 };
-
-static inline int vlane(int p) { return 4 * (p & 3) + (p >> 2); }
-
-static const int32_t k_vlane[GROUP] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
 static size_t repack_size_q8_0(int64_t rows, int64_t cols) {
     return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q80_REC;
@@ -1025,31 +1074,14 @@ static void repack_q8_0(const struct tensor_matrix *w, void *dst) {
     for (int64_t g = 0; g < groups; g++)
         for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
             const block_q8_0 *x = (const block_q8_0 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q80_REC;
-                memcpy(rec + 32 * r, x[b].qs, 32);
-                ((uint16_t *)(rec + GROUP * 32))[vlane(r)] = x[b].d;
-            }
+            for (int64_t b = 0; b < nb; b++)
+                rec_put_row_q8((uint8_t *)dst + (size_t)(g * nb + b) * Q80_REC, r, x[b].qs, x[b].d);
         }
 }
 
-/* Four vectors, each holding four rows' four partial sums (row 4i + k in
- * 128-bit lane k of s[i]) -> the sixteen row sums, in lane order. */
-static inline __m512i reduce16(const __m512i s[4]) {
-    __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-    __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
-}
-
-/* The chains of a group in lane order -> rows [0, nr) of out. */
-static inline void store_lanes(__m512 acc, float *out, int nr) {
-    _Alignas(64) float res[GROUP];
-    _mm512_store_ps(res, _mm512_permutexvar_ps(_mm512_loadu_si512(k_vlane), acc));
-    for (int r = 0; r < nr; r++) out[r] = res[r];
-}
-
 /* Mat-vec of the group at r0 against one Q8_0 row (ysum: the sums of its
- * blocks' quants): sums of (q + 128) y, less 128 ysum. */
+ * blocks' quants): sums of (q + 128) y, less 128 ysum, the sixteen rows in
+ * the lanes of two vectors. */
 static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_0 *y,
                               const int32_t *ysum, float *out) {
     int64_t nb = w->cols / QK;
@@ -1058,106 +1090,21 @@ static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++, rec += Q80_REC) {
         for (int o = 0; o < Q80_REC; o += 64) _mm_prefetch((const char *)rec + 2048 + o, _MM_HINT_T0);
-        __m512i yy = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[b].qs));
-        __m512i s[4];
-        for (int i = 0; i < 4; i++) { /* rows 4i .. 4i + 3, two per vector */
-            __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                             _mm512_xor_si512(_mm512_loadu_si512(rec + 128 * i), flip), yy);
-            __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                             _mm512_xor_si512(_mm512_loadu_si512(rec + 128 * i + 64), flip), yy);
-            /* 128-bit lanes (0+1, 2+3) of each row -> one lane per row */
-            s[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(p0, p1, 0x88), _mm512_shuffle_i32x4(p0, p1, 0xDD));
+        const uint8_t *yq = (const uint8_t *)y[b].qs;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            s0 = _mm512_dpbusd_epi32(s0, _mm512_xor_si512(_mm512_loadu_si512(rec + 64 * k), flip),
+                                     _mm512_set1_epi32(load_i32(yq + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, _mm512_xor_si512(_mm512_loadu_si512(rec + 64 * (k + 4)), flip),
+                                     _mm512_set1_epi32(load_i32(yq + 16 + 4 * k)));
         }
-        __m512i sums = _mm512_sub_epi32(reduce16(s), _mm512_set1_epi32(ysum[b] * 128));
+        __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(ysum[b] * 128));
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 32)));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))), acc);
     }
-    store_lanes(acc, out, nr);
-}
-
-/* acc[r] lane t is the result of row r, token t: writes y[t * ys + r] for
- * r < nr, t < nt, a token's nr results in one store. */
-static inline void store_transposed(const __m512 acc[GROUP], float *y, int64_t ys, int nr, int nt) {
-    _Alignas(64) float res[GROUP * GROUP];
-#pragma GCC unroll 16
-    for (int r = 0; r < GROUP; r++) _mm512_store_ps(res + GROUP * r, acc[r]);
-    const __m512i col = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(GROUP));
-    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    for (int t = 0; t < nt; t++)
-        _mm512_mask_storeu_ps(y + t * ys, rows, _mm512_i32gather_ps(col, res + t, 4));
-}
-
-/* Q8_0 records b and b + 1 (if two) times the token tile into C tiles c0
- * and c1, on the A/B tiles 1-2 and 4-5. */
-#define Q80_ISSUE(c0, c1, b, two)                                      \
-    do {                                                               \
-        const uint8_t *r_ = recs + (size_t)(b) * Q80_REC;              \
-        const uint8_t *t_ = tile + (size_t)(b) * (512 + 64);           \
-        TILE_LOAD(1, r_, 32);                                          \
-        TILE_LOAD(2, t_, 64);                                          \
-        TILE_ZERO(c0);                                                 \
-        TILE_DPBSSD(c0, 1, 2);                                         \
-        if (two) {                                                     \
-            TILE_LOAD(4, r_ + Q80_REC, 32);                            \
-            TILE_LOAD(5, t_ + 512 + 64, 64);                           \
-            TILE_ZERO(c1);                                             \
-            TILE_DPBSSD(c1, 4, 5);                                     \
-        }                                                              \
-    } while (0)
-
-#define Q80_CHAIN(c0, c1, b, two)                                      \
-    do {                                                               \
-        TILE_STORE(c0, cs[0], 64);                                     \
-        q8_0_block_chain(acc, cs[0], recs + (size_t)(b) * Q80_REC,     \
-                         tile + (size_t)(b) * (512 + 64), order);      \
-        if (two) {                                                     \
-            TILE_STORE(c1, cs[1], 64);                                 \
-            q8_0_block_chain(acc, cs[1], recs + (size_t)((b) + 1) * Q80_REC, \
-                             tile + (size_t)((b) + 1) * (512 + 64), order); \
-        }                                                              \
-    } while (0)
-
-/* The float steps of one Q8_0 record's block for the tile's tokens. */
-static inline void q8_0_block_chain(__m512 acc[GROUP], const int32_t *c, const uint8_t *rec, const uint8_t *blk,
-                                    __m512i order) {
-    _Alignas(64) float dw[GROUP];
-    __m256i dh = _mm256_loadu_si256((const __m256i *)(rec + GROUP * 32));
-    _mm512_store_ps(dw, _mm512_permutexvar_ps(order, _mm512_cvtph_ps(dh)));
-    __m512 dy = _mm512_loadu_ps((const float *)(blk + 512));
-#pragma GCC unroll 16
-    for (int r = 0; r < GROUP; r++)
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * r)),
-                                 _mm512_mul_ps(_mm512_set1_ps(dw[r]), dy), acc[r]);
-}
-
-/* Mat-mat of the group at r0 (Q8_0): the records' quants are the A tiles as
- * they are; pipelined over pairs of blocks as q4_1_tiles is. */
-static void panel_matmat_q8_0(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
-                              int64_t n_tok, float *y, int64_t ys) {
-    int64_t nb = w->cols / QK;
-    const uint8_t *recs = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC;
-    const __m512i order = _mm512_loadu_si512(k_vlane);
-    _Alignas(64) int32_t cs[2][GROUP * GROUP];
-    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
-        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        configure();
-        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
-        __m512 acc[GROUP];
-#pragma GCC unroll 16
-        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
-        Q80_ISSUE(0, 3, 0, nb > 1);
-        for (int64_t b = 0; b < nb; b += 4) {
-            if (t0 == 0) /* the next group's records, while the tiles work */
-                for (size_t o = 0; o < 4 * Q80_REC; o += 64)
-                    _mm_prefetch((const char *)recs + (size_t)nb * Q80_REC + (size_t)b * Q80_REC + o, _MM_HINT_T0);
-            if (b + 2 < nb) Q80_ISSUE(6, 7, b + 2, b + 3 < nb);
-            Q80_CHAIN(0, 3, b, b + 1 < nb);
-            if (b + 4 < nb) Q80_ISSUE(0, 3, b + 4, b + 5 < nb);
-            if (b + 2 < nb) Q80_CHAIN(6, 7, b + 2, b + 3 < nb);
-        }
-        store_transposed(acc, y + t0 * ys + r0, ys, nr, nt);
-    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
 static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
@@ -1179,13 +1126,15 @@ static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     if (!w->panel) return rows_product_q8_family(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int nr = (int)(r1 - r0);
+    int64_t nb = w->cols / QK;
     if (n_tok == 1) {
         float out[GROUP];
         panel_matvec_q8_0(w, r0, nr, xq, packed, out);
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
         return true;
     }
-    panel_matmat_q8_0(w, r0, nr, packed, n_tok, y, ys);
+    q8_tiles((const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC, nb, r0, nr, packed, n_tok, y,
+             ys, true);
     return true;
 }
 
