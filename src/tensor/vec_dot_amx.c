@@ -693,39 +693,39 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
     return ok;
 }
 
-/* ---- Q4_1 ------------------------------------------------------------ *
+/* ---- Q4_1, and Q4_0 from records -------------------------------------- *
  *
  * Q4_1 weights (q in 0..15, w = d q + m) against Q8_1 activations (scale
  * d_y, and s_y = d_y * sum(y) as the format stores it, in f16). Per 32-value
  * block the exact integer S_b = q . y, and per element the chain
  *     y = fma((float)S_b, d * d_y, y);  y = fma(m, s_y, y)
- * for b = 0, 1, ... in order. The single-row vec_dot sums each block's
- * integers with VNNI; mat-vec and mat-mat read the repacked records below.
- * All give the same bits.
+ * for b = 0, 1, ... in order. Q4_0 (w = d (q - 8)) against Q8_0 has the
+ * Q8 family's chain above, with S_b = (q - 8) . y. The single-row vec_dots
+ * sum each block's integers directly; mat-vec and mat-mat read the
+ * repacked records below. All give the same bits.
  *
- * Here the weights are the B operand of the tile products and the tokens
- * the A operand, so a result tile holds one token per row and sixteen
- * weight rows across: each token's chain runs in the sixteen lanes of one
- * vector (the rows' d and m are plain vector loads, d_y and s_y
- * broadcasts), a partial token tile costs only its tokens, and the results
- * are stored as they are, a token's sixteen outputs in one store.
+ * As for the Q8 family, the weights are the B operand of the tile products
+ * and the tokens the A operand: each token's chain runs in the sixteen
+ * lanes of one vector, a partial token tile costs only its tokens, and the
+ * results are stored as they are.
  */
 
-/* A packed 16-token tile, per block: the tokens' 32 quants one after the
- * other (the A tile, 16 x 32 signed bytes), then 16 d_y, 16 s_y (floats). */
+/* A packed 16-token tile of Q8_1 activations, per block: the tokens' 32
+ * quants one after the other (the A tile, 16 x 32 signed bytes), then 16
+ * d_y, 16 s_y (floats). (Q8_0 tiles are the same without s_y.) */
 enum { Q41_TILE_BYTES = 512 + 64 + 64 };
 
 /* A repacked record (one group of sixteen rows, one block): 256 bytes of
- * nibbles, then d[16] and m[16] (f16, row order). Byte 4 r + i of 64-byte
- * chunk c holds row r's q[4c + i] in its low nibble and q[16 + 4c + i] in
- * its high nibble, so chunk c masked is row c of the B tile (VNNI layout:
- * four bytes of each of the sixteen rows) and shifted is row c + 4; and a
- * mat-vec multiplies a chunk's nibbles by four broadcast activation bytes
- * to get sixteen rows' partial sums in sixteen lanes. */
-enum { Q41_REC = 256 + 2 * GROUP * 2 };
-/* A record unpacked for the tiles: the B tile (8 x 64 bytes), d[16], m[16]
- * as floats. */
-enum { Q41_PANEL_BLOCK = 512 + 2 * GROUP * (int)sizeof(float) };
+ * nibbles, then d[16] (f16, row order), and for Q4_1 m[16]. Byte 4 r + i
+ * of 64-byte chunk c holds row r's q[4c + i] in its low nibble and
+ * q[16 + 4c + i] in its high nibble, so chunk c masked is row c of the B
+ * tile (VNNI layout: four bytes of each of the sixteen rows) and shifted is
+ * row c + 4; and a mat-vec multiplies a chunk's nibbles by four broadcast
+ * activation bytes to get sixteen rows' partial sums in sixteen lanes. */
+enum { Q40_REC = 256 + GROUP * 2, Q41_REC = 256 + 2 * GROUP * 2 };
+/* A record unpacked for the tiles: the B tile (8 x 64 bytes: Q4_1's q,
+ * Q4_0's q - 8), then d[16] and (Q4_1) m[16] as floats. */
+enum { Q4_PANEL_BLOCK = 512 + 2 * GROUP * (int)sizeof(float) };
 
 static inline int32_t block_sum_q4_1(const block_q4_1 *x, const block_q8_1 *y) {
     return hsum_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_nibbles(x->qs),
@@ -773,33 +773,51 @@ static size_t packed_size_q8_1(int64_t cols, int64_t n_tok) {
     return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_TILE_BYTES;
 }
 
+static size_t repack_size_q4_0(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q40_REC;
+}
+
 static size_t repack_size_q4_1(int64_t rows, int64_t cols) {
     return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q41_REC;
 }
 
-/* Row r's block (32 quants q[0..31]) into record rec. */
-static void rec_put_row_q4_1(uint8_t *rec, int r, const block_q4_1 *x) {
+/* Row r's block (nibbles qs as the file stores them, scale d, and for Q4_1
+ * the min m) into record rec. */
+static void rec_put_row_q4(uint8_t *rec, int r, const uint8_t *qs, uint16_t d, const uint16_t *m) {
     uint8_t q[QK];
     for (int j = 0; j < QK / 2; j++) {
-        q[j] = x->qs[j] & 0x0F;
-        q[j + QK / 2] = x->qs[j] >> 4;
+        q[j] = qs[j] & 0x0F;
+        q[j + QK / 2] = qs[j] >> 4;
     }
     for (int c = 0; c < 4; c++)
         for (int i = 0; i < 4; i++) rec[64 * c + 4 * r + i] = (uint8_t)(q[4 * c + i] | q[16 + 4 * c + i] << 4);
     uint16_t *dm = (uint16_t *)(rec + 256);
-    dm[r] = x->d;
-    dm[GROUP + r] = x->m;
+    dm[r] = d;
+    if (m) dm[GROUP + r] = *m;
 }
 
-static void repack_q4_1(const struct tensor_matrix *w, void *dst) {
+static void repack_q4(const struct tensor_matrix *w, void *dst, bool has_min) {
     int64_t nb = w->cols / QK, groups = (w->rows + GROUP - 1) / GROUP;
-    memset(dst, 0, repack_size_q4_1(w->rows, w->cols));
+    size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
+    memset(dst, 0, (size_t)groups * (size_t)nb * rec_bytes);
     for (int64_t g = 0; g < groups; g++)
         for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
-            const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
-            for (int64_t b = 0; b < nb; b++) rec_put_row_q4_1((uint8_t *)dst + (size_t)(g * nb + b) * Q41_REC, r, &x[b]);
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes;
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * rec_bytes;
+                if (has_min) {
+                    const block_q4_1 *x = (const block_q4_1 *)row + b;
+                    rec_put_row_q4(rec, r, x->qs, x->d, &x->m);
+                } else {
+                    const block_q4_0 *x = (const block_q4_0 *)row + b;
+                    rec_put_row_q4(rec, r, x->qs, x->d, NULL);
+                }
+            }
         }
 }
+
+static void repack_q4_0(const struct tensor_matrix *w, void *dst) { repack_q4(w, dst, false); }
+static void repack_q4_1(const struct tensor_matrix *w, void *dst) { repack_q4(w, dst, true); }
 
 /* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
  * Q8_1 row, from the weights as they are in the file. Each row is streamed
@@ -847,18 +865,24 @@ static bool rows_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-/* Mat-vec of the group at r0 against one Q8_1 row: per record, eight VNNI
+/* Mat-vec of the group at r0 from its records: per record, eight VNNI
  * products of its nibbles with four broadcast activation bytes each give
- * the sixteen rows' block sums in the lanes of one vector. */
-static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_1 *y, float *out) {
+ * the sixteen rows' sums q . y in the lanes of one vector. Q4_1: against a
+ * Q8_1 row; Q4_0: against a Q8_0 row, less 8 ysum (its blocks' sums). */
+static inline __attribute__((always_inline)) void panel_matvec_q4(const struct tensor_matrix *w, int64_t r0, int nr,
+                                                                   const void *vy, const int32_t *ysum, float *out,
+                                                                   const bool has_min) {
     int64_t nb = w->cols / QK;
-    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
     const __m512i low = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++, rec += Q41_REC) {
+    for (int64_t b = 0; b < nb; b++, rec += rec_bytes) {
         _mm_prefetch((const char *)rec + 1024, _MM_HINT_T0);
         _mm_prefetch((const char *)rec + 1088, _MM_HINT_T0);
-        const uint8_t *yq = (const uint8_t *)y[b].qs;
+        const uint8_t *yq = has_min ? (const uint8_t *)((const block_q8_1 *)vy)[b].qs
+                                    : (const uint8_t *)((const block_q8_0 *)vy)[b].qs;
+        uint16_t yd = has_min ? ((const block_q8_1 *)vy)[b].d : ((const block_q8_0 *)vy)[b].d;
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         for (int c = 0; c < 4; c++) {
             __m512i q = _mm512_loadu_si512(rec + 64 * c);
@@ -866,11 +890,14 @@ static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
             s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(_mm512_srli_epi16(q, 4), low),
                                      _mm512_set1_epi32(load_i32(yq + 16 + 4 * c)));
         }
+        __m512i S = _mm512_add_epi32(s0, s1);
+        if (!has_min) S = _mm512_sub_epi32(S, _mm512_set1_epi32(ysum[b] * 8));
         __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256)));
-        __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(d, _mm512_set1_ps(f16t(y[b].d))),
-                              acc);
-        acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(y[b].s)), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(f16t(yd))), acc);
+        if (has_min) {
+            __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32)));
+            acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(((const block_q8_1 *)vy)[b].s)), acc);
+        }
     }
     _Alignas(64) float res[GROUP];
     _mm512_store_ps(res, acc);
@@ -878,43 +905,46 @@ static void panel_matvec_q4_1(const struct tensor_matrix *w, int64_t r0, int nr,
 }
 
 /* A record as a panel block: the B tile and the scales as floats. */
-static inline void unpack_rec_q4_1(const uint8_t *rec, uint8_t *pb) {
-    const __m512i low = _mm512_set1_epi8(0x0F);
+static inline __attribute__((always_inline)) void unpack_rec_q4(const uint8_t *rec, uint8_t *pb, const bool has_min) {
+    const __m512i low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     for (int c = 0; c < 4; c++) {
         __m512i q = _mm512_loadu_si512(rec + 64 * c);
-        _mm512_store_si512(pb + 64 * c, _mm512_and_si512(q, low));
-        _mm512_store_si512(pb + 64 * (c + 4), _mm512_and_si512(_mm512_srli_epi16(q, 4), low));
+        __m512i lo = _mm512_and_si512(q, low), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+        if (!has_min) lo = _mm512_sub_epi8(lo, eight), hi = _mm512_sub_epi8(hi, eight);
+        _mm512_store_si512(pb + 64 * c, lo);
+        _mm512_store_si512(pb + 64 * (c + 4), hi);
     }
     _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256))));
-    _mm512_store_ps(pb + 576, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32))));
+    if (has_min) _mm512_store_ps(pb + 576, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32))));
 }
 
 /* The float steps of one block for the tile's tokens: the block sums c
- * (16 tokens x 16 rows, int32), the rows' d and m, the tokens' d_y and s_y
- * (blk + 512, blk + 576). */
-static inline __attribute__((always_inline)) void q4_1_block_chain(__m512 acc[GROUP], const int32_t *c,
-                                                                    const uint8_t *pb, const uint8_t *blk, int nt) {
-    __m512 d = _mm512_load_ps(pb + 512), m = _mm512_load_ps(pb + 576);
+ * (16 tokens x 16 rows, int32), the rows' d (and m), the tokens' d_y (and
+ * s_y) at blk + 512 (and blk + 576). */
+static inline __attribute__((always_inline)) void q4_block_chain(__m512 acc[GROUP], const int32_t *c,
+                                                                  const uint8_t *pb, const uint8_t *blk, int nt,
+                                                                  const bool has_min) {
+    __m512 d = _mm512_load_ps(pb + 512), m = has_min ? _mm512_load_ps(pb + 576) : d;
     const float *dy = (const float *)(blk + 512), *sy = dy + GROUP;
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) {
         if (t >= nt) continue;
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
                                  _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
-        acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
+        if (has_min) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
     }
 }
 
 #define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 
-/* Where the panel blocks of q4_1_tiles come from: with rec, a ring of
+/* Where the panel blocks of q4_tiles come from: with rec, a ring of
  * mask + 1 blocks (a power of two, at least 6 + UNPACK_AHEAD) that each
  * record is unpacked into UNPACK_AHEAD steps before its product is issued,
  * the record D_PF blocks ahead prefetched (past the group's end that is the
  * next group, usually this thread's next); without, a panel already holding
  * all the blocks (mask all ones), and pf, if given, is prefetched a record
  * per block during the first token tile. */
-struct q41_src {
+struct q4_src {
     const uint8_t *rec;
     uint8_t *panel;
     int64_t mask;
@@ -922,103 +952,118 @@ struct q41_src {
 };
 
 /* One token tile (nt tokens; a literal GROUP for full tiles, so that the
- * chains are unrolled without tests) of the products of q4_1_tiles.
+ * chains are unrolled without tests) of the products of q4_tiles.
  *
  * Block b's product goes to C tile (0, 3, 6, 7)[b % 4]: four products are
  * in flight. Step b stores block b's sums, issues block b + 4's product in
  * the freed tile and runs block b - 1's float steps, whose sums were stored
  * a step earlier. Blocks enter each chain in order. */
-static inline __attribute__((always_inline)) void q4_1_tile_pass(const struct q41_src *src, int64_t nb,
-                                                                  const uint8_t *tile, const int nt, bool pf_on,
-                                                                  float *y, int64_t ys, __mmask16 rows) {
+static inline __attribute__((always_inline)) void q4_tile_pass(const struct q4_src *src, int64_t nb,
+                                                                const uint8_t *tile, const int nt, bool pf_on,
+                                                                float *y, int64_t ys, __mmask16 rows,
+                                                                const bool has_min) {
     enum { UNPACK_AHEAD = 2, D_PF = 8 };
+    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC, tile_bytes = has_min ? Q41_TILE_BYTES : 512 + 64;
     _Alignas(64) int32_t cs[4][GROUP * GROUP];
     const uint8_t *rec = src->rec;
-#define Q41_AT(b) (src->panel + (size_t)((b) & src->mask) * Q41_PANEL_BLOCK)
-#define Q41_UNPACK(b)                                                                                     \
+#define Q4_AT(b) (src->panel + (size_t)((b) & src->mask) * Q4_PANEL_BLOCK)
+#define Q4_UNPACK(b)                                                                                      \
     do {                                                                                                  \
-        const uint8_t *r_ = rec + (size_t)(b) * Q41_REC;                                                  \
-        for (int o_ = 0; o_ < Q41_REC; o_ += 64)                                                          \
-            _mm_prefetch((const char *)r_ + D_PF * Q41_REC + o_, _MM_HINT_T0);                            \
-        unpack_rec_q4_1(r_, Q41_AT(b));                                                                   \
+        const uint8_t *r_ = rec + (size_t)(b) * rec_bytes;                                                \
+        for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                     \
+            _mm_prefetch((const char *)r_ + D_PF * rec_bytes + o_, _MM_HINT_T0);                          \
+        unpack_rec_q4(r_, Q4_AT(b), has_min);                                                             \
     } while (0)
-#define Q41_ISSUE(c, b)                                                                                   \
+#define Q4_ISSUE(c, b)                                                                                    \
     do {                                                                                                  \
-        TILE_LOAD(1, tile + (size_t)(b) * Q41_TILE_BYTES, 32);                                            \
-        TILE_LOAD(2, Q41_AT(b), 64);                                                                      \
+        TILE_LOAD(1, tile + (size_t)(b) * tile_bytes, 32);                                                \
+        TILE_LOAD(2, Q4_AT(b), 64);                                                                       \
         TILE_ZERO(c);                                                                                     \
-        TILE_DPBSUD(c, 1, 2);                                                                             \
+        if (has_min) TILE_DPBSUD(c, 1, 2);                                                                \
+        else TILE_DPBSSD(c, 1, 2);                                                                        \
     } while (0)
-#define Q41_STEP(c, k)                                                                                    \
+#define Q4_STEP(c, k)                                                                                     \
     do {                                                                                                  \
         int64_t b_ = b + (k);                                                                             \
         if (b_ >= nb) break;                                                                              \
         TILE_STORE(c, cs[k], 64);                                                                         \
-        if (rec && b_ + 4 + UNPACK_AHEAD < nb) Q41_UNPACK(b_ + 4 + UNPACK_AHEAD);                         \
+        if (rec && b_ + 4 + UNPACK_AHEAD < nb) Q4_UNPACK(b_ + 4 + UNPACK_AHEAD);                          \
         if (pf_on)                                                                                        \
-            for (int o_ = 0; o_ < Q41_REC; o_ += 64)                                                      \
-                _mm_prefetch((const char *)src->pf + (size_t)b_ * Q41_REC + o_, _MM_HINT_T0);             \
-        if (b_ + 4 < nb) Q41_ISSUE(c, b_ + 4);                                                            \
-        if (b_ > 0) q4_1_block_chain(acc, cs[((k) + 3) % 4], Q41_AT(b_ - 1),                              \
-                                     tile + (size_t)(b_ - 1) * Q41_TILE_BYTES, nt);                       \
+            for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                 \
+                _mm_prefetch((const char *)src->pf + (size_t)b_ * rec_bytes + o_, _MM_HINT_T0);           \
+        if (b_ + 4 < nb) Q4_ISSUE(c, b_ + 4);                                                             \
+        if (b_ > 0) q4_block_chain(acc, cs[((k) + 3) % 4], Q4_AT(b_ - 1), tile + (size_t)(b_ - 1) * tile_bytes, \
+                                   nt, has_min);                                                          \
     } while (0)
     __m512 acc[GROUP];
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
     if (rec)
-        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) Q41_UNPACK(b);
-    if (nb > 0) Q41_ISSUE(0, 0);
-    if (nb > 1) Q41_ISSUE(3, 1);
-    if (nb > 2) Q41_ISSUE(6, 2);
-    if (nb > 3) Q41_ISSUE(7, 3);
+        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) Q4_UNPACK(b);
+    if (nb > 0) Q4_ISSUE(0, 0);
+    if (nb > 1) Q4_ISSUE(3, 1);
+    if (nb > 2) Q4_ISSUE(6, 2);
+    if (nb > 3) Q4_ISSUE(7, 3);
     for (int64_t b = 0; b < nb; b += 4) {
-        Q41_STEP(0, 0);
-        Q41_STEP(3, 1);
-        Q41_STEP(6, 2);
-        Q41_STEP(7, 3);
+        Q4_STEP(0, 0);
+        Q4_STEP(3, 1);
+        Q4_STEP(6, 2);
+        Q4_STEP(7, 3);
     }
-    q4_1_block_chain(acc, cs[(nb - 1) % 4], Q41_AT(nb - 1), tile + (size_t)(nb - 1) * Q41_TILE_BYTES, nt);
+    q4_block_chain(acc, cs[(nb - 1) % 4], Q4_AT(nb - 1), tile + (size_t)(nb - 1) * tile_bytes, nt, has_min);
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++)
         if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
-#undef Q41_AT
-#undef Q41_UNPACK
-#undef Q41_ISSUE
-#undef Q41_STEP
+#undef Q4_AT
+#undef Q4_UNPACK
+#undef Q4_ISSUE
+#undef Q4_STEP
 }
 
 /* The products of the group at r0 (nr rows) against every token tile of
  * packed, the weights' panel blocks from src. */
-static void q4_1_tiles(const struct q41_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
-                       int64_t n_tok, float *y, int64_t ys) {
+static inline __attribute__((always_inline)) void q4_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr,
+                                                            const uint8_t *packed, int64_t n_tok, float *y,
+                                                            int64_t ys, const bool has_min) {
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    const size_t tile_bytes = has_min ? Q41_TILE_BYTES : 512 + 64;
     configure();
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
-        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * Q41_TILE_BYTES;
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * tile_bytes;
         bool pf_on = src->pf && t0 == 0;
-        if (n_tok - t0 >= GROUP) q4_1_tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows);
-        else q4_1_tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows);
+        if (n_tok - t0 >= GROUP) q4_tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows, has_min);
+        else q4_tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows, has_min);
     }
 }
 
-/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from the
- * weights as they are in the file: each row's blocks put into records (as
- * the repacking does), then unpacked into the panel. */
+static void q4_1_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                       float *y, int64_t ys) {
+    q4_tiles(src, nb, r0, nr, packed, n_tok, y, ys, true);
+}
+
+static void q4_0_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                       float *y, int64_t ys) {
+    q4_tiles(src, nb, r0, nr, packed, n_tok, y, ys, false);
+}
+
+/* Mat-mat (Q4_1): rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from
+ * the weights as they are in the file: each row's blocks put into records
+ * (as the repacking does), then unpacked into the panel. */
 static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                              float *y, int64_t ys) {
     int64_t nb = w->cols / QK;
-    uint8_t *panel = panel_get((size_t)nb * (Q41_PANEL_BLOCK + Q41_REC));
+    uint8_t *panel = panel_get((size_t)nb * (Q4_PANEL_BLOCK + Q41_REC));
     if (!panel) return false;
-    uint8_t *recs = panel + (size_t)nb * Q41_PANEL_BLOCK;
+    uint8_t *recs = panel + (size_t)nb * Q4_PANEL_BLOCK;
     memset(recs, 0, (size_t)nb * Q41_REC);
     /* row by row: the group's rows are one contiguous run of memory, read
      * in order so the prefetchers stream it */
     for (int r = 0; r < nr; r++) {
         const block_q4_1 *x = (const block_q4_1 *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
-        for (int64_t b = 0; b < nb; b++) rec_put_row_q4_1(recs + (size_t)b * Q41_REC, r, &x[b]);
+        for (int64_t b = 0; b < nb; b++) rec_put_row_q4(recs + (size_t)b * Q41_REC, r, x[b].qs, x[b].d, &x[b].m);
     }
-    for (int64_t b = 0; b < nb; b++) unpack_rec_q4_1(recs + (size_t)b * Q41_REC, panel + (size_t)b * Q41_PANEL_BLOCK);
-    struct q41_src src = {.panel = panel, .mask = -1};
+    for (int64_t b = 0; b < nb; b++) unpack_rec_q4(recs + (size_t)b * Q41_REC, panel + (size_t)b * Q4_PANEL_BLOCK, true);
+    struct q4_src src = {.panel = panel, .mask = -1};
     q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
 }
@@ -1027,28 +1072,33 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
  * (each record unpacked into a ring just before its product, so the float
  * steps of earlier blocks run while the records stream in); more, the
  * records unpacked once into a panel every token tile reads. */
-static bool panel_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed,
-                              int64_t n_tok, float *y, int64_t ys) {
+static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                            float *y, int64_t ys, bool has_min) {
     enum { RING = 8 };
     int64_t nb = w->cols / QK;
-    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q41_REC;
+    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
+    void (*tiles)(const struct q4_src *, int64_t, int64_t, int, const uint8_t *, int64_t, float *, int64_t) =
+        has_min ? q4_1_tiles : q4_0_tiles;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
     if (n_tok <= GROUP) {
-        _Alignas(64) uint8_t ring[RING * Q41_PANEL_BLOCK];
-        struct q41_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
-        q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+        _Alignas(64) uint8_t ring[RING * Q4_PANEL_BLOCK];
+        struct q4_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
+        tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
         return true;
     }
-    uint8_t *panel = panel_get((size_t)nb * Q41_PANEL_BLOCK);
+    uint8_t *panel = panel_get((size_t)nb * Q4_PANEL_BLOCK);
     if (!panel) return false;
     for (int64_t b = 0; b < nb; b++) {
-        for (int o = 0; o < Q41_REC; o += 64) _mm_prefetch((const char *)rec + (size_t)(b + 8) * Q41_REC + o, _MM_HINT_T0);
-        unpack_rec_q4_1(rec + (size_t)b * Q41_REC, panel + (size_t)b * Q41_PANEL_BLOCK);
+        for (size_t o = 0; o < rec_bytes; o += 64)
+            _mm_prefetch((const char *)rec + (size_t)(b + 8) * rec_bytes + o, _MM_HINT_T0);
+        if (has_min) unpack_rec_q4(rec + (size_t)b * rec_bytes, panel + (size_t)b * Q4_PANEL_BLOCK, true);
+        else unpack_rec_q4(rec + (size_t)b * rec_bytes, panel + (size_t)b * Q4_PANEL_BLOCK, false);
     }
     /* while the tiles work, the next group's records come in (the next
      * group is usually this thread's next, and past the end a prefetch
      * does nothing) */
-    struct q41_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * Q41_REC};
-    q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+    struct q4_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * rec_bytes};
+    tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
 }
 
@@ -1112,14 +1162,26 @@ static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
-        if (w->panel) panel_matvec_q4_1(w, r0, nr, xq, out);
+        if (w->panel) panel_matvec_q4(w, r0, nr, xq, NULL, out, true);
         else if (!rows_matvec_q4_1(w, r0, nr, xq, out)) return false;
         for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
         return true;
     }
-    bool ok = w->panel ? panel_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys)
-                       : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
-    return ok;
+    return w->panel ? panel_matmat_q4(w, r0, nr, packed, n_tok, y, ys, true)
+                    : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
+}
+
+static bool rows_product_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (!w->panel) return rows_product_q8_family(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    int nr = (int)(r1 - r0);
+    if (n_tok == 1) {
+        float out[GROUP];
+        panel_matvec_q4(w, r0, nr, xq, packed, out, false);
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+        return true;
+    }
+    return panel_matmat_q4(w, r0, nr, packed, n_tok, y, ys, false);
 }
 
 static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
@@ -1164,6 +1226,9 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->pack[TENSOR_TYPE_Q8_0] = pack_q8_0;
     k->packed_size[TENSOR_TYPE_Q8_0] = packed_size_q8_0;
     k->rows_product[TENSOR_TYPE_Q8_0] = rows_product_q8_0;
+    k->rows_product[TENSOR_TYPE_Q4_0] = rows_product_q4_0;
+    k->repack_size[TENSOR_TYPE_Q4_0] = repack_size_q4_0;
+    k->repack[TENSOR_TYPE_Q4_0] = repack_q4_0;
     k->repack_size[TENSOR_TYPE_Q4_1] = repack_size_q4_1;
     k->repack[TENSOR_TYPE_Q4_1] = repack_q4_1;
     k->repack_size[TENSOR_TYPE_Q8_0] = repack_size_q8_0;
