@@ -259,86 +259,11 @@ static inline int32_t load_i32(const uint8_t *p) {
     return v;
 }
 
-/* The float steps of one block for the tile's tokens: the block sums c
- * (16 tokens x 16 rows, int32), the record's d, the tokens' d_y. */
-static inline __attribute__((always_inline)) void q8_block_chain(__m512 acc[GROUP], const int32_t *c,
-                                                                  const uint8_t *rec, const uint8_t *blk, int nt) {
-    __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + GROUP * 32)));
-    const float *dy = (const float *)(blk + 512);
-#pragma GCC unroll 16
-    for (int t = 0; t < GROUP; t++) {
-        if (t >= nt) continue;
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
-                                 _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
-    }
-}
-
-/* One token tile (nt tokens; a literal GROUP for full tiles) of the group's
- * records against the packed activations. Block b's product goes to C tile
- * (0, 3, 6, 7)[b % 4]: four products are in flight. Step b stores block
- * b's sums, issues block b + 4's product in the freed tile and runs block
- * b - 1's float steps, whose sums were stored a step earlier; blocks enter
- * each chain in order. With pf_on, the record D_PF blocks ahead is
- * prefetched at each step (past the group's end that is the next group,
- * usually this thread's next). */
-static inline __attribute__((always_inline)) void q8_tile_pass(const uint8_t *recs, int64_t nb, const uint8_t *tile,
-                                                                const int nt, bool pf_on, float *y, int64_t ys,
-                                                                __mmask16 rows) {
-    enum { D_PF = 8 };
-    _Alignas(64) int32_t cs[4][GROUP * GROUP];
-#define Q8_ISSUE(c, b)                                                                                    \
-    do {                                                                                                  \
-        TILE_LOAD(1, tile + (size_t)(b) * (512 + 64), 32);                                                \
-        TILE_LOAD(2, recs + (size_t)(b) * Q80_REC, 64);                                                   \
-        TILE_ZERO(c);                                                                                     \
-        TILE_DPBSSD(c, 1, 2);                                                                             \
-    } while (0)
-#define Q8_STEP(c, k)                                                                                     \
-    do {                                                                                                  \
-        int64_t b_ = b + (k);                                                                             \
-        if (b_ >= nb) break;                                                                              \
-        TILE_STORE(c, cs[k], 64);                                                                         \
-        if (pf_on)                                                                                        \
-            for (int o_ = 0; o_ < Q80_REC; o_ += 64)                                                      \
-                _mm_prefetch((const char *)recs + (size_t)(b_ + D_PF) * Q80_REC + o_, _MM_HINT_T0);       \
-        if (b_ + 4 < nb) Q8_ISSUE(c, b_ + 4);                                                             \
-        if (b_ > 0) q8_block_chain(acc, cs[((k) + 3) % 4], recs + (size_t)(b_ - 1) * Q80_REC,             \
-                                   tile + (size_t)(b_ - 1) * (512 + 64), nt);                             \
-    } while (0)
-    __m512 acc[GROUP];
-#pragma GCC unroll 16
-    for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
-    if (nb > 0) Q8_ISSUE(0, 0);
-    if (nb > 1) Q8_ISSUE(3, 1);
-    if (nb > 2) Q8_ISSUE(6, 2);
-    if (nb > 3) Q8_ISSUE(7, 3);
-    for (int64_t b = 0; b < nb; b += 4) {
-        Q8_STEP(0, 0);
-        Q8_STEP(3, 1);
-        Q8_STEP(6, 2);
-        Q8_STEP(7, 3);
-    }
-    q8_block_chain(acc, cs[(nb - 1) % 4], recs + (size_t)(nb - 1) * Q80_REC, tile + (size_t)(nb - 1) * (512 + 64), nt);
-#pragma GCC unroll 16
-    for (int t = 0; t < GROUP; t++)
-        if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
-#undef Q8_ISSUE
-#undef Q8_STEP
-}
-
 /* The group at r0 (nr rows, its records at recs) against every token tile
- * of packed; pf: prefetch records ahead during the first tile (records
- * streamed from memory). */
+ * of packed (below, with the Q4 records); pf: prefetch records ahead during
+ * the first tile (records streamed from memory). */
 static void q8_tiles(const uint8_t *recs, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                     float *y, int64_t ys, bool pf) {
-    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    configure();
-    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
-        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * (512 + 64);
-        if (n_tok - t0 >= GROUP) q8_tile_pass(recs, nb, tile, GROUP, pf && t0 == 0, y + t0 * ys + r0, ys, rows);
-        else q8_tile_pass(recs, nb, tile, (int)(n_tok - t0), pf && t0 == 0, y + t0 * ys + r0, ys, rows);
-    }
-}
+                     float *y, int64_t ys, bool pf);
 
 /* Eight 8-lane integer vectors -> their eight horizontal sums, in order. */
 static inline __m256i hsum8_epi32(const __m256i a[8]) {
@@ -918,132 +843,151 @@ static inline __attribute__((always_inline)) void unpack_rec_q4(const uint8_t *r
     if (has_min) _mm512_store_ps(pb + 576, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 256 + 32))));
 }
 
+/* What a tile pass multiplies: Q8_0 records (B tiles as they are, signed),
+ * or Q4_0 / Q4_1 records unpacked into panel blocks (q - 8 signed; q
+ * unsigned, with mins). */
+enum tile_kind { KIND_Q8, KIND_Q4_0, KIND_Q4_1 };
+
 /* The float steps of one block for the tile's tokens: the block sums c
- * (16 tokens x 16 rows, int32), the rows' d (and m), the tokens' d_y (and
- * s_y) at blk + 512 (and blk + 576). */
-static inline __attribute__((always_inline)) void q4_block_chain(__m512 acc[GROUP], const int32_t *c,
-                                                                  const uint8_t *pb, const uint8_t *blk, int nt,
-                                                                  const bool has_min) {
-    __m512 d = _mm512_load_ps(pb + 512), m = has_min ? _mm512_load_ps(pb + 576) : d;
+ * (16 tokens x 16 rows, int32); the rows' d from the Q8_0 record (f16) or
+ * the panel block (floats, and Q4_1's m); the tokens' d_y (and s_y) at
+ * blk + 512 (and blk + 576). */
+static inline __attribute__((always_inline)) void block_chain(__m512 acc[GROUP], const int32_t *c, const uint8_t *wb,
+                                                               const uint8_t *blk, int nt, const enum tile_kind kind) {
+    __m512 d = kind == KIND_Q8 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + GROUP * 32)))
+                               : _mm512_load_ps(wb + 512);
+    __m512 m = kind == KIND_Q4_1 ? _mm512_load_ps(wb + 576) : d;
     const float *dy = (const float *)(blk + 512), *sy = dy + GROUP;
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) {
         if (t >= nt) continue;
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
                                  _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
-        if (has_min) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
+        if (kind == KIND_Q4_1) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
     }
 }
 
 #define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 
-/* Where the panel blocks of q4_tiles come from: with rec, a ring of
- * mask + 1 blocks (a power of two, at least 6 + UNPACK_AHEAD) that each
- * record is unpacked into UNPACK_AHEAD steps before its product is issued,
- * the record D_PF blocks ahead prefetched (past the group's end that is the
- * next group, usually this thread's next); without, a panel already holding
- * all the blocks (mask all ones), and pf, if given, is prefetched a record
- * per block during the first token tile. */
-struct q4_src {
+/* Where the weights of a tile pass come from. Q8_0: the records at rec, read
+ * in place; pf, if given, is prefetched a record per block during the first
+ * token tile. Q4: with rec, a ring at panel of mask + 1 blocks (a power of
+ * two, at least 6 + UNPACK_AHEAD) that each record is unpacked into
+ * UNPACK_AHEAD steps before its product is issued, the record D_PF blocks
+ * ahead prefetched (past the group's end that is the next group, usually
+ * this thread's next); without rec, a panel already holding all the blocks
+ * (mask all ones), pf as for Q8_0. */
+struct tile_src {
     const uint8_t *rec;
     uint8_t *panel;
     int64_t mask;
     const uint8_t *pf;
 };
 
+enum { D_PF = 8 }; /* records prefetched ahead */
+
 /* One token tile (nt tokens; a literal GROUP for full tiles, so that the
- * chains are unrolled without tests) of the products of q4_tiles.
+ * chains are unrolled without tests) of a group's products.
  *
  * Block b's product goes to C tile (0, 3, 6, 7)[b % 4]: four products are
  * in flight. Step b stores block b's sums, issues block b + 4's product in
  * the freed tile and runs block b - 1's float steps, whose sums were stored
  * a step earlier. Blocks enter each chain in order. */
-static inline __attribute__((always_inline)) void q4_tile_pass(const struct q4_src *src, int64_t nb,
-                                                                const uint8_t *tile, const int nt, bool pf_on,
-                                                                float *y, int64_t ys, __mmask16 rows,
-                                                                const bool has_min) {
-    enum { UNPACK_AHEAD = 2, D_PF = 8 };
-    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC, tile_bytes = has_min ? Q41_TILE_BYTES : 512 + 64;
+static inline __attribute__((always_inline)) void tile_pass(const struct tile_src *src, int64_t nb,
+                                                             const uint8_t *tile, const int nt, bool pf_on, float *y,
+                                                             int64_t ys, __mmask16 rows, const enum tile_kind kind) {
+    enum { UNPACK_AHEAD = 2 };
+    const size_t rec_bytes = kind == KIND_Q8 ? Q80_REC : kind == KIND_Q4_1 ? Q41_REC : Q40_REC;
+    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : 512 + 64;
+    const bool unpack = kind != KIND_Q8 && src->rec;
     _Alignas(64) int32_t cs[4][GROUP * GROUP];
     const uint8_t *rec = src->rec;
-#define Q4_AT(b) (src->panel + (size_t)((b) & src->mask) * Q4_PANEL_BLOCK)
-#define Q4_UNPACK(b)                                                                                      \
+/* block b's Q4 panel block; its weights: its Q8_0 record, or that block */
+#define P_AT(b) (src->panel + (size_t)((b) & src->mask) * Q4_PANEL_BLOCK)
+#define W_AT(b) (kind == KIND_Q8 ? rec + (size_t)(b) * Q80_REC : (const uint8_t *)P_AT(b))
+#define T_UNPACK(b)                                                                                       \
     do {                                                                                                  \
         const uint8_t *r_ = rec + (size_t)(b) * rec_bytes;                                                \
         for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                     \
             _mm_prefetch((const char *)r_ + D_PF * rec_bytes + o_, _MM_HINT_T0);                          \
-        unpack_rec_q4(r_, Q4_AT(b), has_min);                                                             \
+        unpack_rec_q4(r_, P_AT(b), kind == KIND_Q4_1);                                                    \
     } while (0)
-#define Q4_ISSUE(c, b)                                                                                    \
+#define T_ISSUE(c, b)                                                                                     \
     do {                                                                                                  \
         TILE_LOAD(1, tile + (size_t)(b) * tile_bytes, 32);                                                \
-        TILE_LOAD(2, Q4_AT(b), 64);                                                                       \
+        TILE_LOAD(2, W_AT(b), 64);                                                                        \
         TILE_ZERO(c);                                                                                     \
-        if (has_min) TILE_DPBSUD(c, 1, 2);                                                                \
+        if (kind == KIND_Q4_1) TILE_DPBSUD(c, 1, 2);                                                      \
         else TILE_DPBSSD(c, 1, 2);                                                                        \
     } while (0)
-#define Q4_STEP(c, k)                                                                                     \
+#define T_STEP(c, k)                                                                                      \
     do {                                                                                                  \
         int64_t b_ = b + (k);                                                                             \
         if (b_ >= nb) break;                                                                              \
         TILE_STORE(c, cs[k], 64);                                                                         \
-        if (rec && b_ + 4 + UNPACK_AHEAD < nb) Q4_UNPACK(b_ + 4 + UNPACK_AHEAD);                          \
+        if (unpack && b_ + 4 + UNPACK_AHEAD < nb) T_UNPACK(b_ + 4 + UNPACK_AHEAD);                        \
         if (pf_on)                                                                                        \
             for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                 \
                 _mm_prefetch((const char *)src->pf + (size_t)b_ * rec_bytes + o_, _MM_HINT_T0);           \
-        if (b_ + 4 < nb) Q4_ISSUE(c, b_ + 4);                                                             \
-        if (b_ > 0) q4_block_chain(acc, cs[((k) + 3) % 4], Q4_AT(b_ - 1), tile + (size_t)(b_ - 1) * tile_bytes, \
-                                   nt, has_min);                                                          \
+        if (b_ + 4 < nb) T_ISSUE(c, b_ + 4);                                                              \
+        if (b_ > 0) block_chain(acc, cs[((k) + 3) % 4], W_AT(b_ - 1), tile + (size_t)(b_ - 1) * tile_bytes, nt, kind); \
     } while (0)
     __m512 acc[GROUP];
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
-    if (rec)
-        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) Q4_UNPACK(b);
-    if (nb > 0) Q4_ISSUE(0, 0);
-    if (nb > 1) Q4_ISSUE(3, 1);
-    if (nb > 2) Q4_ISSUE(6, 2);
-    if (nb > 3) Q4_ISSUE(7, 3);
+    if (unpack)
+        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) T_UNPACK(b);
+    if (nb > 0) T_ISSUE(0, 0);
+    if (nb > 1) T_ISSUE(3, 1);
+    if (nb > 2) T_ISSUE(6, 2);
+    if (nb > 3) T_ISSUE(7, 3);
     for (int64_t b = 0; b < nb; b += 4) {
-        Q4_STEP(0, 0);
-        Q4_STEP(3, 1);
-        Q4_STEP(6, 2);
-        Q4_STEP(7, 3);
+        T_STEP(0, 0);
+        T_STEP(3, 1);
+        T_STEP(6, 2);
+        T_STEP(7, 3);
     }
-    q4_block_chain(acc, cs[(nb - 1) % 4], Q4_AT(nb - 1), tile + (size_t)(nb - 1) * tile_bytes, nt, has_min);
+    block_chain(acc, cs[(nb - 1) % 4], W_AT(nb - 1), tile + (size_t)(nb - 1) * tile_bytes, nt, kind);
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++)
         if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
-#undef Q4_AT
-#undef Q4_UNPACK
-#undef Q4_ISSUE
-#undef Q4_STEP
+#undef P_AT
+#undef W_AT
+#undef T_UNPACK
+#undef T_ISSUE
+#undef T_STEP
 }
 
 /* The products of the group at r0 (nr rows) against every token tile of
- * packed, the weights' panel blocks from src. */
-static inline __attribute__((always_inline)) void q4_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr,
-                                                            const uint8_t *packed, int64_t n_tok, float *y,
-                                                            int64_t ys, const bool has_min) {
+ * packed, the weights from src. */
+static inline __attribute__((always_inline)) void tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr,
+                                                         const uint8_t *packed, int64_t n_tok, float *y, int64_t ys,
+                                                         const enum tile_kind kind) {
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    const size_t tile_bytes = has_min ? Q41_TILE_BYTES : 512 + 64;
+    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : 512 + 64;
     configure();
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * tile_bytes;
         bool pf_on = src->pf && t0 == 0;
-        if (n_tok - t0 >= GROUP) q4_tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows, has_min);
-        else q4_tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows, has_min);
+        if (n_tok - t0 >= GROUP) tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows, kind);
+        else tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows, kind);
     }
 }
 
-static void q4_1_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys) {
-    q4_tiles(src, nb, r0, nr, packed, n_tok, y, ys, true);
+static void q8_tiles(const uint8_t *recs, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                     float *y, int64_t ys, bool pf) {
+    struct tile_src src = {.rec = recs, .pf = pf ? recs + D_PF * Q80_REC : NULL};
+    tiles(&src, nb, r0, nr, packed, n_tok, y, ys, KIND_Q8);
 }
 
-static void q4_0_tiles(const struct q4_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                       float *y, int64_t ys) {
-    q4_tiles(src, nb, r0, nr, packed, n_tok, y, ys, false);
+static void q4_0_tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
+                       int64_t n_tok, float *y, int64_t ys) {
+    tiles(src, nb, r0, nr, packed, n_tok, y, ys, KIND_Q4_0);
+}
+
+static void q4_1_tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
+                       int64_t n_tok, float *y, int64_t ys) {
+    tiles(src, nb, r0, nr, packed, n_tok, y, ys, KIND_Q4_1);
 }
 
 /* Mat-mat (Q4_1): rows [r0, r0 + nr) against n_tok packed Q8_1 rows, from
@@ -1063,7 +1007,7 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
         for (int64_t b = 0; b < nb; b++) rec_put_row_q4(recs + (size_t)b * Q41_REC, r, x[b].qs, x[b].d, &x[b].m);
     }
     for (int64_t b = 0; b < nb; b++) unpack_rec_q4(recs + (size_t)b * Q41_REC, panel + (size_t)b * Q4_PANEL_BLOCK, true);
-    struct q4_src src = {.panel = panel, .mask = -1};
+    struct tile_src src = {.panel = panel, .mask = -1};
     q4_1_tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
 }
@@ -1077,13 +1021,13 @@ static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, c
     enum { RING = 8 };
     int64_t nb = w->cols / QK;
     const size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
-    void (*tiles)(const struct q4_src *, int64_t, int64_t, int, const uint8_t *, int64_t, float *, int64_t) =
+    void (*run)(const struct tile_src *, int64_t, int64_t, int, const uint8_t *, int64_t, float *, int64_t) =
         has_min ? q4_1_tiles : q4_0_tiles;
     const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
     if (n_tok <= GROUP) {
         _Alignas(64) uint8_t ring[RING * Q4_PANEL_BLOCK];
-        struct q4_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
-        tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+        struct tile_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
+        run(&src, nb, r0, nr, packed, n_tok, y, ys);
         return true;
     }
     uint8_t *panel = panel_get((size_t)nb * Q4_PANEL_BLOCK);
@@ -1097,8 +1041,8 @@ static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, c
     /* while the tiles work, the next group's records come in (the next
      * group is usually this thread's next, and past the end a prefetch
      * does nothing) */
-    struct q4_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * rec_bytes};
-    tiles(&src, nb, r0, nr, packed, n_tok, y, ys);
+    struct tile_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * rec_bytes};
+    run(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
 }
 
