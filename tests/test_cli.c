@@ -21,7 +21,7 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
     static const char *const bad[] = {
         "", "frobnicate", "bench", "bench kernels -t 0", "bench kernels -t x",
         "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
-        "bench kernels --nope", "info", "info --nope x", "run", "run -p", "run -p x -f y",
+        "bench kernels --nope", "bench kernels --tokens 0", "bench kernels --tokens 5000", "bench kernels --tokens", "info", "info --nope x", "run", "run -p", "run -p x -f y",
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
         "bench offline -t", "bench engine -b 0", "bench engine -b 1,,2", "bench engine -b x", "bench engine -n 0",
@@ -85,6 +85,17 @@ static double json_num(const char *s, const char *key) {
     snprintf(pat, sizeof pat, "\"%s\":", key);
     const char *p = strstr(s, pat);
     return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* --tokens sets the mat-mat's activation rows (a decode step's shape). */
+TEST(cli_bench_kernels_tokens) {
+    char out[8192], err[4096];
+    REQUIRE(test_run_kvik("bench kernels --quick --reps 1 -t 1 --types q4_1 --tokens 16 --json", out, sizeof out, err,
+                          sizeof err) == 0);
+    const char *mm = strstr(out, "\"matmul\":[");
+    REQUIRE(mm != NULL);
+    CHECK(json_num(mm, "tokens") == 16);
+    CHECK(json_num(mm, "seconds") > 0);
 }
 
 TEST(cli_bench_offline_json) {

@@ -31,11 +31,13 @@ static void usage(FILE *f) {
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"
             "         kvik bench sweep (rates or concurrencies), kvik bench compare A.json B.json\n"
             "       kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
-            "                          [--quick]\n"
+            "                          [--tokens N] [--quick]\n"
             "  -t N          threads (default: all CPUs)\n"
             "  --types LIST  comma-separated weight types (default: all with kernels)\n"
             "  --isa NAME    scalar, avx2, avx512 or amx (default: the best this CPU runs)\n"
             "  --reps N      repetitions per measurement, median kept (default 7)\n"
+            "  --tokens N    activation rows of the mat-mat (default 512, prefill; 16 is a\n"
+            "                batch-16 decode step's shape)\n"
             "  --quick       small buffers (for smoke tests; numbers are not meaningful)\n"
             "  --json        one JSON object on stdout\n");
 }
@@ -75,6 +77,7 @@ int cmd_bench(int argc, char **argv) {
     bench_default_params(&p);
     p.threads = cpu_count();
     bool json = false, quick = false;
+    long tokens = 0;
     int types[N_TYPES], n_types = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -103,6 +106,12 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             p.reps = (int)v;
+        } else if (!strcmp(a, "--tokens") && i + 1 < argc) {
+            if (!cli_parse_long(argv[++i], 1, 4096, &v)) {
+                fprintf(stderr, "kvik bench: --tokens expects 1..4096, got '%s'\n", argv[i]);
+                return 2;
+            }
+            tokens = v;
         } else if (!strcmp(a, "--types") && i + 1 < argc) {
             if ((n_types = parse_types(argv[++i], types, N_TYPES)) < 0) return 2;
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
@@ -122,6 +131,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (!p.kernels) p.kernels = tensor_kernels_best();
+    if (tokens) p.matmul_tokens = tokens;
     if (n_types == 0) {
         for (int i = 0; i < N_TYPES; i++) types[n_types++] = k_types[i];
     }
