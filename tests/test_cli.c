@@ -138,6 +138,36 @@ TEST(cli_bench_engine_json) {
     CHECK_MSG(json_num(out, "steps") == 3 && json_num(second, "steps") >= 3, "%s", out);
 }
 
+/* --phases: the forward pass's phases of the batch-B decode steps, each
+ * timed, together no longer than the steps they are part of. */
+TEST(cli_bench_engine_phases) {
+    char path[4096];
+    const char *model = test_default_model(path, sizeof path);
+    if (!model) return;
+    char out[8192], err[4096], args[4200];
+    snprintf(args, sizeof args, "bench engine -m '%s' -b 2 -p 4 -n 5 -t 1 --phases --json", model);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    /* four decode steps a sequence, of both together when both prompts
+     * were admitted in one step (the second may arrive a step later) */
+    double steps = json_num(out, "phase_steps");
+    CHECK_MSG(steps >= 1 && steps <= 4, "%s", out);
+    const char *ph = strstr(out, "\"phases_ms\":{");
+    REQUIRE(ph != NULL);
+    static const char *const names[] = {"setup", "qkv", "attention", "wo", "gate_up", "glu", "down", "output"};
+    double sum = 0;
+    for (int i = 0; i < 8; i++) {
+        double v = json_num(ph, names[i]);
+        CHECK_MSG(v >= 0, "%s: %g", names[i], v);
+        sum += v;
+    }
+    CHECK(json_num(ph, "qkv") > 0 && json_num(ph, "attention") > 0 && json_num(ph, "output") > 0);
+    double step_ms = 2.0 / json_num(out, "decode_tok_s") * 1e3;
+    CHECK_MSG(sum > 0 && sum <= 1.2 * step_ms, "phases %.3f ms against a %.3f ms step", sum, step_ms);
+    snprintf(args, sizeof args, "bench engine -m '%s' -b 1 -p 4 -n 2 -t 1 --json", model);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK(strstr(out, "phases_ms") == NULL);
+}
+
 /* The recorded read bandwidth that `kvik run` compares decode speed with. */
 TEST(cli_bandwidth_record_and_recall) {
     char dir[] = "/tmp/kvik-bw-XXXXXX";

@@ -24,12 +24,15 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--json]\n"
+            "usage: kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--phases] [--json]\n"
             "  -m PATH   model (default: $KVIK_MODEL, else the default model in the cache)\n"
             "  -b LIST   comma-separated batch sizes (default 1,8,32)\n"
             "  -p N      prompt tokens per request (default 32)\n"
             "  -n N      tokens generated per request (default 64)\n"
             "  -t N      threads (default: all CPUs)\n"
+            "  --phases  also the forward pass's phases, ms per decode step of B tokens\n"
+            "            (embeddings, Q/K/V, attention, output projection, gate/up, silu,\n"
+            "            down, logits)\n"
             "  --json    one JSON object per batch size on stdout\n");
 }
 
@@ -60,11 +63,13 @@ static bool on_event(void *user, const struct engine_event *ev) {
 struct result {
     double prefill_tok_s, decode_tok_s;
     uint64_t steps;
+    struct model_profile prof; /* with --phases: the forward passes of `batch` tokens */
 };
 
-static bool run_batch(const struct model *m, int threads, int batch, int n_prompt, int n_gen, uint64_t *rng,
-                      struct result *res, struct kvik_err *err) {
+static bool run_batch(const struct model *m, int threads, int batch, int n_prompt, int n_gen, bool phases,
+                      uint64_t *rng, struct result *res, struct kvik_err *err) {
     struct engine_config cfg = engine_config_default();
+    cfg.profile_tokens = phases ? batch : 0;
     cfg.n_threads = threads;
     cfg.max_seqs = batch;
     cfg.max_batch_tokens = batch > 512 ? batch : 512;
@@ -101,6 +106,7 @@ static bool run_batch(const struct model *m, int threads, int batch, int n_promp
         struct engine_stats st;
         engine_stats(e, &st);
         res->steps = st.steps;
+        engine_profile(e, &res->prof);
         res->prefill_tok_s = (double)batch * n_prompt / ((double)(r.t_first - t0) * 1e-9);
         res->decode_tok_s =
             n_gen > 1 ? (double)batch * (n_gen - 1) / ((double)(r.t_done - r.t_first) * 1e-9) : 0;
@@ -116,6 +122,11 @@ static bool run_batch(const struct model *m, int threads, int batch, int n_promp
     pthread_mutex_destroy(&r.mu);
     pthread_cond_destroy(&r.cv);
     return ok;
+}
+
+/* Milliseconds per timed forward pass in phase i. */
+static double phase_ms(const struct model_profile *p, int i) {
+    return p->calls ? p->seconds[i] * 1e3 / (double)p->calls : 0.0;
 }
 
 /* Where cmd_bench_engine's flags go (its locals). */
@@ -139,7 +150,14 @@ static enum cli_flag engine_flag(void *user, const char *a, const char *v) {
 int cmd_bench_engine(int argc, char **argv) {
     const char *model_arg = NULL, *list = "1,8,32";
     long n_prompt = 32, n_gen = 64, threads = cpu_count();
-    bool json = false;
+    bool json = false, phases = false;
+    /* --phases takes no value: taken out before the flag loop */
+    int kept = 2;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--phases")) phases = true;
+        else argv[kept++] = argv[i];
+    }
+    argc = kept;
     struct engine_flags f = {&model_arg, &list, &n_prompt, &n_gen, &threads};
     int st = cli_parse_flags(argc, argv, 2, "bench engine", usage, &json, engine_flag, &f);
     if (st >= 0) return st;
@@ -173,25 +191,42 @@ int cmd_bench_engine(int argc, char **argv) {
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     struct result warm;
     int rc = 0;
-    if (!run_batch(m, (int)threads, 1, (int)n_prompt, n_gen < 8 ? (int)n_gen : 8, &rng, &warm, &err)) rc = 1;
+    if (!run_batch(m, (int)threads, 1, (int)n_prompt, n_gen < 8 ? (int)n_gen : 8, false, &rng, &warm, &err)) rc = 1;
     if (!json && !rc)
         printf("model %s, %ld threads, %s, prompt %ld, generate %ld\n", base, threads, tensor_kernels_best()->name,
                n_prompt, n_gen);
     for (int b = 0; b < n_batches && !rc; b++) {
         struct result res;
-        if (!run_batch(m, (int)threads, (int)batches[b], (int)n_prompt, (int)n_gen, &rng, &res, &err)) {
+        if (!run_batch(m, (int)threads, (int)batches[b], (int)n_prompt, (int)n_gen, phases, &rng, &res, &err)) {
             rc = 1;
             break;
         }
-        if (json)
+        if (json) {
             printf("{\"model\":\"%s\",\"threads\":%ld,\"batch\":%ld,\"n_prompt\":%ld,\"n_gen\":%ld,"
-                   "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"decode_tok_s_per_seq\":%.2f,\"steps\":%llu}\n",
+                   "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"decode_tok_s_per_seq\":%.2f,\"steps\":%llu",
                    base, threads, batches[b], n_prompt, n_gen, res.prefill_tok_s, res.decode_tok_s,
                    res.decode_tok_s / (double)batches[b], (unsigned long long)res.steps);
-        else
+            if (phases) {
+                printf(",\"phase_steps\":%lld,\"phases_ms\":{", (long long)res.prof.calls);
+                for (int i = 0; i < MODEL_PHASE_COUNT; i++)
+                    printf("%s\"%s\":%.4f", i ? "," : "", model_phase_name(i), phase_ms(&res.prof, i));
+                printf("}");
+            }
+            printf("}\n");
+        } else {
             printf("batch %-4ld prefill %9.1f tok/s   decode %9.1f tok/s (%.1f per sequence)   %llu steps\n",
                    batches[b], res.prefill_tok_s, res.decode_tok_s, res.decode_tok_s / (double)batches[b],
                    (unsigned long long)res.steps);
+            if (phases) {
+                double sum = 0;
+                printf("  phases, ms per step of %ld tokens (%lld steps):", batches[b], (long long)res.prof.calls);
+                for (int i = 0; i < MODEL_PHASE_COUNT; i++) {
+                    printf(" %s %.3f", model_phase_name(i), phase_ms(&res.prof, i));
+                    sum += phase_ms(&res.prof, i);
+                }
+                printf(" (sum %.3f)\n", sum);
+            }
+        }
     }
     if (rc) fprintf(stderr, "kvik bench engine: %s\n", err.msg);
     model_free(m);

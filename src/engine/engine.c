@@ -390,6 +390,8 @@ void engine_stats(struct engine *e, struct engine_stats *out) {
     pthread_mutex_unlock(&e->mu);
 }
 
+void engine_profile(struct engine *e, struct model_profile *out) { model_ctx_profile_get(e->ctx, out); }
+
 /* ---- the engine thread ------------------------------------------------- */
 
 /* Cancels every choice of every request whose cancel flag is set (all of
@@ -554,6 +556,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
         goto fail;
     }
     if (!(e->ctx = model_ctx_new(m, c->n_threads, c->max_batch_tokens, c->n_ctx, err))) goto fail;
+    model_ctx_profile(e->ctx, c->profile_tokens);
     e->n_rows = c->max_seqs;
     if (spec_engine_new(e, &e->n_rows, err)) goto fail;
     size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs, R = (size_t)e->n_rows;

@@ -96,6 +96,8 @@ struct engine_config {
     int spec_ngram;       /* longest prompt-lookup n-gram, 1..8; 0: SPEC_DEFAULT_NGRAM */
     const struct model *draft; /* SPEC_DRAFT: the draft model, the same vocabulary as the model's
                                   (engine_new checks); the caller frees it after engine_free */
+    int profile_tokens;   /* time the forward passes of exactly this many tokens, phase by
+                             phase (model_ctx_profile; read with engine_profile); 0: none */
 };
 
 /* The defaults above, everything else zero. Start from these: engine_new
@@ -234,5 +236,9 @@ struct engine_stats {
  * that sent it is counted; once engine_drain has returned they are
  * complete). */
 void engine_stats(struct engine *e, struct engine_stats *out);
+
+/* The forward-pass phase times asked for by profile_tokens (the target
+ * model's). Complete once engine_drain has returned. */
+void engine_profile(struct engine *e, struct model_profile *out);
 
 #endif /* KVIK_ENGINE_H */

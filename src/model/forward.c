@@ -66,6 +66,7 @@ struct model_ctx {
     struct attn_tok *toks;     /* [max_tokens] the batch sorted by (sequence, position) */
     struct attn_item *items;   /* [max_items] this batch's attention items */
     int n_items, max_items;
+    struct model_profile prof; /* model_ctx_profile */
     float *inv_freq; /* [rope_dim / 2] */
     float *rope_cs;  /* [max_tokens][rope_dim / 2][2] cos and sin of each token's angles */
     void *scratch;   /* quantized activations for tensor_matmul */
@@ -382,6 +383,26 @@ static void attn_worker(void *arg, int ith, int nth) {
     }
 }
 
+void model_ctx_profile(struct model_ctx *c, int n_tokens) {
+    c->prof = (struct model_profile){.n_tokens = n_tokens > 0 ? n_tokens : 0};
+}
+
+void model_ctx_profile_get(const struct model_ctx *c, struct model_profile *out) { *out = c->prof; }
+
+const char *model_phase_name(int phase) {
+    static const char *const names[MODEL_PHASE_COUNT] = {"setup", "qkv", "attention", "wo",
+                                                         "gate_up", "glu", "down", "output"};
+    return phase >= 0 && phase < MODEL_PHASE_COUNT ? names[phase] : "?";
+}
+
+/* A profiled pass adds the time since the last mark to phase p. */
+static inline void prof_mark(struct model_ctx *c, bool on, int64_t *t, int p) {
+    if (!on) return;
+    int64_t now = clock_ns();
+    c->prof.seconds[p] += (double)(now - *t) * 1e-9;
+    *t = now;
+}
+
 kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct model_batch *b, float *out,
                           struct kvik_err *err) {
     const struct model *m = c->m;
@@ -396,6 +417,9 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
                        kv->row_floats, tensor_type_name(kv->type), kv_dim, hp->head_dim);
     from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : c->k->quantize[kv->type];
     if (kv->type != TENSOR_TYPE_F32 && !store) store = tensor_type_traits(kv->type)->from_float;
+    const bool prof = c->prof.n_tokens == n;
+    int64_t t_mark = prof ? clock_ns() : 0;
+    if (prof) c->prof.calls++;
     int n_out = 0;
     for (int t = 0; t < n; t++) {
         if (b->tokens[t] < 0 || b->tokens[t] >= hp->n_vocab)
@@ -421,20 +445,27 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         rope_angles(c->rope_cs + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq,
                     (float)b->pos[t] * hp->rope_scale);
     attn_plan(c, b);
+    prof_mark(c, prof, &t_mark, MODEL_PHASE_SETUP);
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];
         if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v))) break;
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_QKV);
         struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .store = store};
         pool_run(c->pool, attn_worker, &job);
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_ATTN);
         if ((st = matmul(c, &L->wo, c->attn, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
         if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL))) break;
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
         glu(c, c->gate, c->up, (size_t)n * hp->n_ff);
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU);
         if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
         for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_DOWN);
     }
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));
     if (n_out == 0) return KVIK_OK;
@@ -443,5 +474,6 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
                 hp->rms_eps);
     st = matmul(c, &m->output, c->xn, out, n_out);
     if (st) return err_set(err, st, "model: output product failed");
+    prof_mark(c, prof, &t_mark, MODEL_PHASE_OUTPUT);
     return KVIK_OK;
 }

@@ -99,4 +99,35 @@ struct model_batch {
 kvik_status model_forward(struct model_ctx *ctx, struct kv_cache *kv, const struct model_batch *b,
                           float *out, struct kvik_err *err);
 
+/* ---- profile ------------------------------------------------------------ */
+
+/* The forward pass's phases, in order: embeddings and planning; the norm
+ * and the Q/K/V products; rope, cache store and attention; the output
+ * projection and residual; the norm and gate/up products; the gated unit;
+ * the down product and residual; the final norm and the logits. */
+enum model_phase {
+    MODEL_PHASE_SETUP,
+    MODEL_PHASE_QKV,
+    MODEL_PHASE_ATTN,
+    MODEL_PHASE_WO,
+    MODEL_PHASE_GATE_UP,
+    MODEL_PHASE_GLU,
+    MODEL_PHASE_DOWN,
+    MODEL_PHASE_OUTPUT,
+    MODEL_PHASE_COUNT
+};
+
+struct model_profile {
+    int n_tokens;                         /* batches of this many tokens are timed (0: none) */
+    int64_t calls;                        /* forward passes timed */
+    double seconds[MODEL_PHASE_COUNT];    /* wall time of each phase, summed over them */
+};
+
+/* From now on, times the phases of every forward pass of exactly n_tokens
+ * tokens (0: none), counts from zero. Not thread-safe against a running
+ * forward pass: set it before, read it after. */
+void model_ctx_profile(struct model_ctx *ctx, int n_tokens);
+void model_ctx_profile_get(const struct model_ctx *ctx, struct model_profile *out);
+const char *model_phase_name(int phase); /* "setup", "qkv", "attention", ... */
+
 #endif /* KVIK_MODEL_H */
