@@ -140,6 +140,8 @@ static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict 
  * every row group needs. */
 static inline int32_t hsum_epi32(__m256i v);
 
+enum { Q80_TILE_BYTES = 512 + 64 }; /* per block of a packed token tile: the A tile, 16 d_y */
+
 static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
                       int64_t n_tok, void *packed) {
     int64_t nb = cols / QK;
@@ -151,9 +153,9 @@ static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
                                                      _mm256_loadu_si256((const __m256i *)y[b].qs)));
         return;
     }
-    uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * (512 + 64);
+    uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q80_TILE_BYTES;
     for (int64_t b = b0; b < b1; b++) {
-        uint8_t *qs = dst + (size_t)b * (512 + 64);
+        uint8_t *qs = dst + (size_t)b * Q80_TILE_BYTES;
         float *d = (float *)(qs + 512);
         for (int t = 0; t < GROUP; t++) {
             int64_t tok = tile * GROUP + t;
@@ -171,7 +173,7 @@ static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
 
 static size_t packed_size_q8_0(int64_t cols, int64_t n_tok) {
     if (n_tok == 1) return (size_t)(cols / QK) * sizeof(int32_t);
-    return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * (512 + 64);
+    return (size_t)((n_tok + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q80_TILE_BYTES;
 }
 
 /* ---- weights: B tiles ------------------------------------------------ */
@@ -637,7 +639,8 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
 
 /* A packed 16-token tile of Q8_1 activations, per block: the tokens' 32
  * quants one after the other (the A tile, 16 x 32 signed bytes), then 16
- * d_y, 16 s_y (floats). (Q8_0 tiles are the same without s_y.) */
+ * d_y, 16 s_y (floats). (Q8_0 tiles, Q80_TILE_BYTES, are the same without
+ * s_y.) */
 enum { Q41_TILE_BYTES = 512 + 64 + 64 };
 
 /* A repacked record (one group of sixteen rows, one block): 256 bytes of
@@ -898,7 +901,7 @@ static inline __attribute__((always_inline)) void tile_pass(const struct tile_sr
                                                              int64_t ys, __mmask16 rows, const enum tile_kind kind) {
     enum { UNPACK_AHEAD = 2 };
     const size_t rec_bytes = kind == KIND_Q8 ? Q80_REC : kind == KIND_Q4_1 ? Q41_REC : Q40_REC;
-    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : 512 + 64;
+    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     const bool unpack = kind != KIND_Q8 && src->rec;
     _Alignas(64) int32_t cs[4][GROUP * GROUP];
     const uint8_t *rec = src->rec;
@@ -964,7 +967,7 @@ static inline __attribute__((always_inline)) void tiles(const struct tile_src *s
                                                          const uint8_t *packed, int64_t n_tok, float *y, int64_t ys,
                                                          const enum tile_kind kind) {
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
-    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : 512 + 64;
+    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     configure();
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * tile_bytes;
