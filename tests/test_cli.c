@@ -21,7 +21,9 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
     static const char *const bad[] = {
         "", "frobnicate", "bench", "bench kernels -t 0", "bench kernels -t x",
         "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
-        "bench kernels --nope", "bench kernels --tokens 0", "bench kernels --tokens 5000", "bench kernels --tokens", "info", "info --nope x", "run", "run -p", "run -p x -f y",
+        "bench kernels --nope", "bench kernels --tokens 0", "bench kernels --tokens 5000", "bench kernels --tokens",
+        "bench kernels --rows 8", "bench kernels --rows x", "bench kernels --cols 33",
+        "bench kernels --cols 576 --types q4_k", "info", "info --nope x", "run", "run -p", "run -p x -f y",
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
         "bench offline -t", "bench engine -b 0", "bench engine -b 1,,2", "bench engine -b x", "bench engine -n 0",
@@ -95,6 +97,18 @@ TEST(cli_bench_kernels_tokens) {
     const char *mm = strstr(out, "\"matmul\":[");
     REQUIRE(mm != NULL);
     CHECK(json_num(mm, "tokens") == 16);
+    CHECK(json_num(mm, "seconds") > 0);
+}
+
+/* --rows and --cols set the mat-mat's weight shape (a model's small
+ * matrices, or weights larger than the caches). */
+TEST(cli_bench_kernels_shape) {
+    char out[8192], err[4096];
+    REQUIRE(test_run_kvik("bench kernels --quick --reps 1 -t 1 --types q4_1,q8_0 --tokens 16 --rows 48 --cols 576 --json",
+                          out, sizeof out, err, sizeof err) == 0);
+    const char *mm = strstr(out, "\"matmul\":[");
+    REQUIRE(mm != NULL);
+    CHECK(json_num(mm, "rows") == 48 && json_num(mm, "cols") == 576 && json_num(mm, "tokens") == 16);
     CHECK(json_num(mm, "seconds") > 0);
 }
 

@@ -31,13 +31,16 @@ static void usage(FILE *f) {
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"
             "         kvik bench sweep (rates or concurrencies), kvik bench compare A.json B.json\n"
             "       kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
-            "                          [--tokens N] [--quick]\n"
+            "                          [--tokens N] [--rows N] [--cols N] [--quick]\n"
             "  -t N          threads (default: all CPUs)\n"
             "  --types LIST  comma-separated weight types (default: all with kernels)\n"
             "  --isa NAME    scalar, avx2, avx512 or amx (default: the best this CPU runs)\n"
             "  --reps N      repetitions per measurement, median kept (default 7)\n"
             "  --tokens N    activation rows of the mat-mat (default 512, prefill; 16 is a\n"
             "                batch-16 decode step's shape)\n"
+            "  --rows N      weight rows of the mat-mat (default 1024, 4096 columns: the\n"
+            "                weights fit in the caches; 32768 makes them stream from memory)\n"
+            "  --cols N      weight columns of the mat-mat (default 4096; a multiple of 256)\n"
             "  --quick       small buffers (for smoke tests; numbers are not meaningful)\n"
             "  --json        one JSON object on stdout\n");
 }
@@ -77,7 +80,7 @@ int cmd_bench(int argc, char **argv) {
     bench_default_params(&p);
     p.threads = cpu_count();
     bool json = false, quick = false;
-    long tokens = 0;
+    long tokens = 0, rows = 0, cols = 0;
     int types[N_TYPES], n_types = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -112,6 +115,18 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             tokens = v;
+        } else if (!strcmp(a, "--rows") && i + 1 < argc) {
+            if (!cli_parse_long(argv[++i], 16, 1 << 20, &v)) {
+                fprintf(stderr, "kvik bench: --rows expects 16..1048576, got '%s'\n", argv[i]);
+                return 2;
+            }
+            rows = v;
+        } else if (!strcmp(a, "--cols") && i + 1 < argc) {
+            if (!cli_parse_long(argv[++i], 32, 1 << 16, &v) || v % 32) {
+                fprintf(stderr, "kvik bench: --cols expects a multiple of 32 in 32..65536, got '%s'\n", argv[i]);
+                return 2;
+            }
+            cols = v;
         } else if (!strcmp(a, "--types") && i + 1 < argc) {
             if ((n_types = parse_types(argv[++i], types, N_TYPES)) < 0) return 2;
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
@@ -132,8 +147,18 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!p.kernels) p.kernels = tensor_kernels_best();
     if (tokens) p.matmul_tokens = tokens;
+    if (rows) p.matmul_rows = rows;
+    if (cols) p.matmul_cols = cols;
     if (n_types == 0) {
         for (int i = 0; i < N_TYPES; i++) types[n_types++] = k_types[i];
+    }
+    for (int i = 0; i < n_types; i++) {
+        int64_t bs = tensor_type_traits(types[i])->block_size;
+        if (p.matmul_cols % bs != 0) {
+            fprintf(stderr, "kvik bench: --cols %lld is not a multiple of %s's block of %lld values\n",
+                    (long long)p.matmul_cols, tensor_type_name(types[i]), (long long)bs);
+            return 2;
+        }
     }
 
     struct kvik_err err = {0};

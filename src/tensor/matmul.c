@@ -86,15 +86,43 @@ static void quantize_rows(struct matmul_job *job) {
     }
 }
 
+/* Vectors of the baseline instruction set (two doubles, four floats): the
+ * eight partial sums below stay in registers, where a loop over an array
+ * of them went through memory at every step. Element by element the same
+ * operations as scalar code (no contraction), so the same bits. */
+typedef double v2d __attribute__((vector_size(16)));
+typedef float v2f __attribute__((vector_size(8)));
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v2d sq2(const float *x) {
+    v2f f;
+    memcpy(&f, x, sizeof f);
+    v2d d = __builtin_convertvector(f, v2d);
+    return d * d;
+}
+
 void tensor_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int64_t n, float eps) {
-    double part[8] = {0}, ss = 0; /* 8 interleaved partial sums (vectorizable), added in order */
+    /* 8 interleaved partial sums, part[j] over x[8k + j], added in order */
+    v2d p0 = {0, 0}, p1 = p0, p2 = p0, p3 = p0;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) part[j] += (double)x[i + j] * x[i + j];
-    for (int j = 0; j < 8; j++) ss += part[j];
+    for (; i + 8 <= n; i += 8) {
+        p0 += sq2(x + i), p1 += sq2(x + i + 2);
+        p2 += sq2(x + i + 4), p3 += sq2(x + i + 6);
+    }
+    double ss = 0;
+    ss += p0[0], ss += p0[1], ss += p1[0], ss += p1[1];
+    ss += p2[0], ss += p2[1], ss += p3[0], ss += p3[1];
     for (; i < n; i++) ss += (double)x[i] * x[i];
     float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+    const v4f vs = {scale, scale, scale, scale};
+    for (i = 0; i + 4 <= n; i += 4) {
+        v4f xv, wv;
+        memcpy(&xv, x + i, sizeof xv);
+        memcpy(&wv, w + i, sizeof wv);
+        xv = xv * vs * wv;
+        memcpy(y + i, &xv, sizeof xv);
+    }
+    for (; i < n; i++) y[i] = x[i] * scale * w[i];
 }
 
 static inline const void *activation_row(const struct matmul_job *job, int64_t t) {
@@ -164,13 +192,11 @@ static void matmul_worker(void *arg, int ith, int nth) {
         int64_t local = tile - job->first_tile[mi];
         int64_t rows = job->w[mi]->rows;
         int64_t chunk = job->row_chunk[mi], n_row_chunks = (rows + chunk - 1) / chunk;
-        if (job->whole[mi]) { /* rows_group rows per call */
-            int64_t g = job->k->rows_group, end = (local + 1) * chunk < rows ? (local + 1) * chunk : rows;
-            for (int64_t r0 = local * chunk; r0 < end; r0 += g)
-                if (!job->k->rows_product[job->w[mi]->type](job->w[mi], r0, r0 + g < end ? r0 + g : end, job->xq,
-                                                            job->xq_row, job->packed, job->n_tok, job->y[mi],
-                                                            job->y_stride[mi]))
-                    atomic_store_explicit(&job->failed, true, memory_order_relaxed);
+        if (job->whole[mi]) { /* the item's row groups in one call */
+            int64_t end = (local + 1) * chunk < rows ? (local + 1) * chunk : rows;
+            if (!job->k->rows_product[job->w[mi]->type](job->w[mi], local * chunk, end, job->xq, job->xq_row,
+                                                        job->packed, job->n_tok, job->y[mi], job->y_stride[mi]))
+                atomic_store_explicit(&job->failed, true, memory_order_relaxed);
             continue;
         }
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;

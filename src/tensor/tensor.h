@@ -158,8 +158,9 @@ struct tensor_kernels {
     /* The first index of the largest of x[0..n) (n >= 1); a NaN is never
      * larger than anything (x[0] NaN counts as -inf), -0 equals +0. */
     int64_t (*argmax)(const float *x, int64_t n);
-    /* Optional whole products (AMX): weight rows [r0, r1), at most
-     * rows_group of them, against all n_tok activation rows: the quantized
+    /* Optional whole products (AMX): weight rows [r0, r1), r0 a multiple
+     * of rows_group (any number of groups), against all n_tok activation
+     * rows: the quantized
      * rows xq and what pack[activation type] made of them once per call
      * (n_tok > 1: tile by tile of rows_group tokens; n_tok == 1: the
      * per-block sums every row group of a mat-vec needs), blocks [b0, b1)

@@ -356,7 +356,7 @@ static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
     return true;
 }
 
-static bool rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+static bool rows_product_q8_family_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
@@ -607,7 +607,7 @@ static bool rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+static bool rows_product_q4_K_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
@@ -872,6 +872,17 @@ static inline __attribute__((always_inline)) void block_chain(__m512 acc[GROUP],
 
 #define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 
+/* A group's chains are complete: stored (the rows of mask) and restarted. */
+static inline __attribute__((always_inline)) void group_done(__m512 acc[GROUP], float *y, int64_t ys, int nt,
+                                                              __mmask16 rows) {
+#pragma GCC unroll 16
+    for (int t = 0; t < GROUP; t++) {
+        if (t >= nt) continue;
+        _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
+        acc[t] = _mm512_setzero_ps();
+    }
+}
+
 /* Where the weights of a tile pass come from. Q8_0: the records at rec, read
  * in place; pf, if given, is prefetched a record per block during the first
  * token tile. Q4: with rec, a ring at panel of mask + 1 blocks (a power of
@@ -890,21 +901,32 @@ struct tile_src {
 enum { D_PF = 8 }; /* records prefetched ahead */
 
 /* One token tile (nt tokens; a literal GROUP for full tiles, so that the
- * chains are unrolled without tests) of a group's products.
+ * chains are unrolled without tests) of the products of ng consecutive row
+ * groups, whose weights follow each other (group after group, nb blocks
+ * each): one pipeline over all ng * nb blocks, so that a matrix of few
+ * columns does not fill and drain it once per group. Group g's results go
+ * to y + g * GROUP (rows: all sixteen but in the last group, last_rows).
  *
- * Block b's product goes to C tile (0, 3, 6, 7)[b % 4]: four products are
- * in flight. Step b stores block b's sums, issues block b + 4's product in
- * the freed tile and runs block b - 1's float steps, whose sums were stored
- * a step earlier. Blocks enter each chain in order. */
-static inline __attribute__((always_inline)) void tile_pass(const struct tile_src *src, int64_t nb,
+ * Block i's product goes to C tile (0, 3, 6, 7)[i % 4]: four products are
+ * in flight. Step i stores block i's sums, issues block i + 4's product in
+ * the freed tile and runs block i - 1's float steps, whose sums were stored
+ * a step earlier. Blocks enter each chain in order; a group's chains are
+ * stored, and restarted from zero, after its last block. */
+static inline __attribute__((always_inline)) void tile_pass(const struct tile_src *src, int64_t nb, int64_t ng,
                                                              const uint8_t *tile, const int nt, bool pf_on, float *y,
-                                                             int64_t ys, __mmask16 rows, const enum tile_kind kind) {
+                                                             int64_t ys, __mmask16 last_rows,
+                                                             const enum tile_kind kind) {
     enum { UNPACK_AHEAD = 2 };
     const size_t rec_bytes = kind == KIND_Q8 ? Q80_REC : kind == KIND_Q4_1 ? Q41_REC : Q40_REC;
     const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     const bool unpack = kind != KIND_Q8 && src->rec;
+    const int64_t n = nb * ng;
     _Alignas(64) int32_t cs[4][GROUP * GROUP];
     const uint8_t *rec = src->rec;
+    /* the activation blocks of the next product issued and of the next
+     * block of the chains (block i's is i mod nb), and the chains' group */
+    const uint8_t *a_issue = tile, *a_chain = tile, *const a_end = tile + (size_t)nb * tile_bytes;
+    int64_t g = 0;
 /* block b's Q4 panel block; its weights: its Q8_0 record, or that block */
 #define P_AT(b) (src->panel + (size_t)((b) & src->mask) * Q4_PANEL_BLOCK)
 #define W_AT(b) (kind == KIND_Q8 ? rec + (size_t)(b) * Q80_REC : (const uint8_t *)P_AT(b))
@@ -917,63 +939,73 @@ static inline __attribute__((always_inline)) void tile_pass(const struct tile_sr
     } while (0)
 #define T_ISSUE(c, b)                                                                                     \
     do {                                                                                                  \
-        TILE_LOAD(1, tile + (size_t)(b) * tile_bytes, 32);                                                \
+        TILE_LOAD(1, a_issue, 32);                                                                        \
+        if ((a_issue += tile_bytes) == a_end) a_issue = tile;                                             \
         TILE_LOAD(2, W_AT(b), 64);                                                                        \
         TILE_ZERO(c);                                                                                     \
         if (kind == KIND_Q4_1) TILE_DPBSUD(c, 1, 2);                                                      \
         else TILE_DPBSSD(c, 1, 2);                                                                        \
     } while (0)
+#define T_CHAIN(k, b)                                                                                     \
+    do {                                                                                                  \
+        block_chain(acc, cs[k], W_AT(b), a_chain, nt, kind);                                              \
+        if ((a_chain += tile_bytes) == a_end) {                                                           \
+            a_chain = tile;                                                                               \
+            group_done(acc, y + g * GROUP, ys, nt, g == ng - 1 ? last_rows : (__mmask16)0xFFFF);          \
+            g++;                                                                                          \
+        }                                                                                                 \
+    } while (0)
 #define T_STEP(c, k)                                                                                      \
     do {                                                                                                  \
         int64_t b_ = b + (k);                                                                             \
-        if (b_ >= nb) break;                                                                              \
+        if (b_ >= n) break;                                                                               \
         TILE_STORE(c, cs[k], 64);                                                                         \
-        if (unpack && b_ + 4 + UNPACK_AHEAD < nb) T_UNPACK(b_ + 4 + UNPACK_AHEAD);                        \
+        if (unpack && b_ + 4 + UNPACK_AHEAD < n) T_UNPACK(b_ + 4 + UNPACK_AHEAD);                         \
         if (pf_on)                                                                                        \
             for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                 \
                 _mm_prefetch((const char *)src->pf + (size_t)b_ * rec_bytes + o_, _MM_HINT_T0);           \
-        if (b_ + 4 < nb) T_ISSUE(c, b_ + 4);                                                              \
-        if (b_ > 0) block_chain(acc, cs[((k) + 3) % 4], W_AT(b_ - 1), tile + (size_t)(b_ - 1) * tile_bytes, nt, kind); \
+        if (b_ + 4 < n) T_ISSUE(c, b_ + 4);                                                               \
+        if (b_ > 0) T_CHAIN(((k) + 3) % 4, b_ - 1);                                                       \
     } while (0)
     __m512 acc[GROUP];
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
     if (unpack)
-        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < nb; b++) T_UNPACK(b);
-    if (nb > 0) T_ISSUE(0, 0);
-    if (nb > 1) T_ISSUE(3, 1);
-    if (nb > 2) T_ISSUE(6, 2);
-    if (nb > 3) T_ISSUE(7, 3);
-    for (int64_t b = 0; b < nb; b += 4) {
+        for (int64_t b = 0; b < 4 + UNPACK_AHEAD && b < n; b++) T_UNPACK(b);
+    if (n > 0) T_ISSUE(0, 0);
+    if (n > 1) T_ISSUE(3, 1);
+    if (n > 2) T_ISSUE(6, 2);
+    if (n > 3) T_ISSUE(7, 3);
+    for (int64_t b = 0; b < n; b += 4) {
         T_STEP(0, 0);
         T_STEP(3, 1);
         T_STEP(6, 2);
         T_STEP(7, 3);
     }
-    block_chain(acc, cs[(nb - 1) % 4], W_AT(nb - 1), tile + (size_t)(nb - 1) * tile_bytes, nt, kind);
-#pragma GCC unroll 16
-    for (int t = 0; t < GROUP; t++)
-        if (t < nt) _mm512_mask_storeu_ps(y + t * ys, rows, acc[t]);
+    T_CHAIN((n - 1) % 4, n - 1);
 #undef P_AT
 #undef W_AT
 #undef T_UNPACK
 #undef T_ISSUE
+#undef T_CHAIN
 #undef T_STEP
 }
 
-/* The products of the group at r0 (nr rows) against every token tile of
- * packed, the weights from src. */
+/* The products of the groups from r0 on (nr rows in all; ng groups when a
+ * single token tile makes one pass of them all, else one group) against
+ * every token tile of packed, the weights from src. */
 static inline __attribute__((always_inline)) void tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr,
                                                          const uint8_t *packed, int64_t n_tok, float *y, int64_t ys,
                                                          const enum tile_kind kind) {
-    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    const int64_t ng = (nr + GROUP - 1) / GROUP;
+    const __mmask16 last_rows = (__mmask16)((1u << (nr - (ng - 1) * GROUP)) - 1);
     const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     configure();
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * tile_bytes;
         bool pf_on = src->pf && t0 == 0;
-        if (n_tok - t0 >= GROUP) tile_pass(src, nb, tile, GROUP, pf_on, y + t0 * ys + r0, ys, rows, kind);
-        else tile_pass(src, nb, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, rows, kind);
+        if (n_tok - t0 >= GROUP) tile_pass(src, nb, ng, tile, GROUP, pf_on, y + t0 * ys + r0, ys, last_rows, kind);
+        else tile_pass(src, nb, ng, tile, (int)(n_tok - t0), pf_on, y + t0 * ys + r0, ys, last_rows, kind);
     }
 }
 
@@ -1015,10 +1047,11 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-/* Mat-mat of the group at r0 from its records: one token tile in one pass
- * (each record unpacked into a ring just before its product, so the float
- * steps of earlier blocks run while the records stream in); more, the
- * records unpacked once into a panel every token tile reads. */
+/* Mat-mat from the records of the groups from r0 on (nr rows): one token
+ * tile in one pass over all of them (each record unpacked into a ring just
+ * before its product, so the float steps of earlier blocks run while the
+ * records stream in); more tokens, one group (nr <= GROUP), its records
+ * unpacked once into a panel every token tile reads. */
 static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
                             float *y, int64_t ys, bool has_min) {
     enum { RING = 8 };
@@ -1104,7 +1137,7 @@ static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+static bool rows_product_q4_1_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
@@ -1118,9 +1151,9 @@ static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t
                     : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
 }
 
-static bool rows_product_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+static bool rows_product_q4_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
-    if (!w->panel) return rows_product_q8_family(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    if (!w->panel) return rows_product_q8_family_group(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
@@ -1131,9 +1164,9 @@ static bool rows_product_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t
     return panel_matmat_q4(w, r0, nr, packed, n_tok, y, ys, false);
 }
 
-static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+static bool rows_product_q8_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
-    if (!w->panel) return rows_product_q8_family(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    if (!w->panel) return rows_product_q8_family_group(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK;
     if (n_tok == 1) {
@@ -1145,6 +1178,60 @@ static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t
     q8_tiles((const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC, nb, r0, nr, packed, n_tok, y,
              ys, true);
     return true;
+}
+
+/* ---- whole products over any number of row groups ----------------------
+ *
+ * rows_product takes rows [r0, r1) from a group boundary on: the repacked
+ * Q4_0, Q4_1 and Q8_0 weights of a decode step's few tokens (one token
+ * tile) in one tile pass over all the groups, everything else one group at
+ * a time. */
+
+typedef bool (*group_product_fn)(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                 size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys);
+
+static bool by_groups(group_product_fn f, const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                      size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    for (int64_t g = r0; g < r1; g += GROUP)
+        if (!f(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, xq_row, packed, n_tok, y, ys)) return false;
+    return true;
+}
+
+static inline bool one_pass(const struct tensor_matrix *w, int64_t n_tok) {
+    return w->panel && n_tok > 1 && n_tok <= GROUP;
+}
+
+static bool rows_product_q8_family(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                   size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    return by_groups(rows_product_q8_family_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+}
+
+static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    return by_groups(rows_product_q4_K_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+}
+
+static bool rows_product_q4_1(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (one_pass(w, n_tok)) return panel_matmat_q4(w, r0, (int)(r1 - r0), packed, n_tok, y, ys, true);
+    return by_groups(rows_product_q4_1_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+}
+
+static bool rows_product_q4_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (one_pass(w, n_tok)) return panel_matmat_q4(w, r0, (int)(r1 - r0), packed, n_tok, y, ys, false);
+    return by_groups(rows_product_q4_0_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+}
+
+static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (one_pass(w, n_tok)) {
+        int64_t nb = w->cols / QK;
+        q8_tiles((const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q80_REC, nb, r0, (int)(r1 - r0),
+                 packed, n_tok, y, ys, true);
+        return true;
+    }
+    return by_groups(rows_product_q8_0_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
 }
 
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
