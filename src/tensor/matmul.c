@@ -52,6 +52,7 @@ struct matmul_job {
     _Alignas(64) atomic_llong next_quant_row;
     _Alignas(64) atomic_llong rows_done;
     _Alignas(64) atomic_llong next_pack;
+    _Alignas(64) atomic_llong packs_done;
 };
 
 enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
@@ -59,7 +60,7 @@ enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
 /* Rows taken from a shared counter, each normalised (norm_w) and quantized;
  * then, once every row is (the threads wait for the last one), the packing
  * for the whole products in units of PACK_BLOCKS blocks of one token tile,
- * from a second counter. One pool_run for all of it. */
+ * from a second counter. */
 static void quantize_rows(struct matmul_job *job) {
     from_float_fn q = job->k->quantize[job->vt];
     float tmp[job->norm_w ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS with a norm */
@@ -83,6 +84,7 @@ static void quantize_rows(struct matmul_job *job) {
         int64_t tile = u / runs, b0 = u % runs * PACK_BLOCKS;
         int64_t b1 = b0 + PACK_BLOCKS < job->pack_nb ? b0 + PACK_BLOCKS : job->pack_nb;
         job->k->pack[job->vt](job->xq, job->xq_row, job->cols, tile, b0, b1, job->n_tok, job->packed);
+        atomic_fetch_add_explicit(&job->packs_done, 1, memory_order_release);
     }
 }
 
@@ -206,10 +208,17 @@ static void matmul_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void quantize_worker(void *arg, int ith, int nth) {
-    (void)ith;
-    (void)nth;
-    quantize_rows(arg);
+/* The whole call in one pool_run: the activations quantized (and packed),
+ * every thread waiting until they all are, then the products. */
+static void quantize_matmul_worker(void *arg, int ith, int nth) {
+    struct matmul_job *job = arg;
+    quantize_rows(job);
+    if (job->pack) {
+        while (atomic_load_explicit(&job->packs_done, memory_order_acquire) < job->pack_units) cpu_relax();
+    } else {
+        while (atomic_load_explicit(&job->rows_done, memory_order_acquire) < job->n_tok) cpu_relax();
+    }
+    matmul_worker(arg, ith, nth);
 }
 
 /* Weight rows per work item. With a few tokens the product streams the
@@ -309,8 +318,11 @@ static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, i
             job.pack_nb = job.cols / tensor_type_traits(job.vt)->block_size;
             job.pack_units = (n_tok + k->rows_group - 1) / k->rows_group * ((job.pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
         }
-        if (n_tok == 1) quantize_rows(&job);
-        else pool_run(pool, quantize_worker, &job);
+        if (n_tok > 1) {
+            pool_run(pool, quantize_matmul_worker, &job);
+            return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
+        }
+        quantize_rows(&job);
     } else if (any_whole) {
         return KVIK_ERR_UNSUPPORTED;
     }
