@@ -406,6 +406,24 @@ static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows,
         }
         mem_free(a);
     }
+    /* tensor_matmul_add: the same Y, and ACC (a wider stride) plus Y */
+    int64_t as = rows + 3;
+    float *acc = random_floats(as * n_tok, &rng), *acc0 = mem_alloc_aligned((size_t)(as * n_tok) * sizeof(float));
+    float *y2 = mem_alloc_aligned((size_t)(rows * n_tok) * sizeof(float));
+    memcpy(acc0, acc, (size_t)(as * n_tok) * sizeof(float));
+    CHECK_EQ_INT(tensor_matmul_add(pool, k, &m, x, cols, y2, rows, n_tok, scratch, acc, as), KVIK_OK);
+    for (int64_t t = 0; t < n_tok && !bad; t++)
+        for (int64_t r = 0; r < as && !bad; r++) {
+            float want = r < rows ? acc0[t * as + r] + y[t * rows + r] : acc0[t * as + r];
+            if (f32_to_bits(acc[t * as + r]) != f32_to_bits(want) ||
+                (r < rows && f32_to_bits(y2[t * rows + r]) != f32_to_bits(y[t * rows + r]))) {
+                test_fail(__FILE__, __LINE__, "%s %s matmul_add tok %lld row %lld: %g != %g", k->name, tt->name,
+                          (long long)t, (long long)r, acc[t * as + r], want);
+                bad = 1;
+            }
+        }
+    CHECK_EQ_INT(tensor_matmul_add(pool, k, &m, x, cols, y2, rows, n_tok, scratch, NULL, as), KVIK_ERR_INVALID_ARG);
+    mem_free(acc), mem_free(acc0), mem_free(y2);
     pool_free(pool);
     mem_free(w), mem_free(x), mem_free(y), mem_free(scratch);
 }

@@ -215,6 +215,11 @@ static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, co
     return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
 }
 
+/* c->x += W x (the residual stream), through c->xn. */
+static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n) {
+    return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
+}
+
 /* Two or three products of rmsnorm(c->x) * norm in one pass over the pool:
  * each row normalised as it is quantized when the activation types agree;
  * else c->xn is normalised here and the products go one by one. */
@@ -456,15 +461,13 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
         prof_mark(c, prof, &t_mark, MODEL_PHASE_ATTN);
-        if ((st = matmul(c, &L->wo, c->attn, c->xn, n))) break;
-        for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+        if ((st = matmul_residual(c, &L->wo, c->attn, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
         if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
         glu(c, c->gate, c->up, (size_t)n * hp->n_ff);
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU);
-        if ((st = matmul(c, &L->w_down, c->gate, c->xn, n))) break;
-        for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] += c->xn[i];
+        if ((st = matmul_residual(c, &L->w_down, c->gate, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_DOWN);
     }
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));

@@ -44,6 +44,8 @@ struct matmul_job {
     bool pack;       /* a matrix goes to rows_product: pack the rows once all are quantized */
     int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units */
     const float *norm_w; /* tensor_matmul_norm_n: normalise each row first */
+    float *acc;          /* tensor_matmul_add: acc[t][r] += y[t][r] (matrix 0), per item */
+    int64_t acc_stride;
     float norm_eps;
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
@@ -181,6 +183,19 @@ static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r
     run_rows(job, mi, r, r1, t0, t1);
 }
 
+/* tensor_matmul_add: the residual sum of rows [r0, r1) x tokens [t0, t1)
+ * of matrix 0, by the thread that computed them, while they are in its
+ * cache. */
+static void add_region(const struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    if (!job->acc || mi != 0) return;
+    const float *y = job->y[0];
+    for (int64_t t = t0; t < t1; t++) {
+        float *a = job->acc + t * job->acc_stride;
+        const float *v = y + t * job->y_stride[0];
+        for (int64_t r = r0; r < r1; r++) a[r] += v[r];
+    }
+}
+
 static void matmul_worker(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -199,12 +214,14 @@ static void matmul_worker(void *arg, int ith, int nth) {
             if (!job->k->rows_product[job->w[mi]->type](job->w[mi], local * chunk, end, job->xq, job->xq_row,
                                                         job->packed, job->n_tok, job->y[mi], job->y_stride[mi]))
                 atomic_store_explicit(&job->failed, true, memory_order_relaxed);
+            add_region(job, mi, local * chunk, end, 0, job->n_tok);
             continue;
         }
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
         int64_t r0 = rc * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
         int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
         run_tile(job, mi, r0, r1, t0, t1);
+        add_region(job, mi, r0, r1, t0, t1);
     }
 }
 
@@ -276,10 +293,11 @@ size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {
 static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
-                            int64_t n_tok, void *scratch) {
+                            int64_t n_tok, void *scratch, float *acc, int64_t acc_stride) {
     if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
-                             .n_tok = n_tok, .norm_w = norm_w, .norm_eps = eps};
+                             .n_tok = n_tok, .norm_w = norm_w, .norm_eps = eps, .acc = acc,
+                             .acc_stride = acc_stride};
     if (norm_w && job.cols > TENSOR_NORM_MAX_COLS) return KVIK_ERR_INVALID_ARG;
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {
@@ -333,7 +351,7 @@ static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, i
 kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
-    return matmul_n(pool, k, n_mats, w, x, x_stride, NULL, 0.0f, y, y_stride, n_tok, scratch);
+    return matmul_n(pool, k, n_mats, w, x, x_stride, NULL, 0.0f, y, y_stride, n_tok, scratch, NULL, 0);
 }
 
 kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
@@ -341,11 +359,18 @@ kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels 
                                  const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
                                  int64_t n_tok, void *scratch) {
     if (!norm_w) return KVIK_ERR_INVALID_ARG;
-    return matmul_n(pool, k, n_mats, w, x, x_stride, norm_w, eps, y, y_stride, n_tok, scratch);
+    return matmul_n(pool, k, n_mats, w, x, x_stride, norm_w, eps, y, y_stride, n_tok, scratch, NULL, 0);
 }
 
 kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
                           const struct tensor_matrix *w, const float *x, int64_t x_stride,
                           float *y, int64_t y_stride, int64_t n_tok, void *scratch) {
     return tensor_matmul_n(pool, k, 1, &w, x, x_stride, &y, &y_stride, n_tok, scratch);
+}
+
+kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k, const struct tensor_matrix *w,
+                              const float *x, int64_t x_stride, float *y, int64_t y_stride, int64_t n_tok,
+                              void *scratch, float *acc, int64_t acc_stride) {
+    if (!acc) return KVIK_ERR_INVALID_ARG;
+    return matmul_n(pool, k, 1, &w, x, x_stride, NULL, 0.0f, &y, &y_stride, n_tok, scratch, acc, acc_stride);
 }

@@ -226,6 +226,14 @@ kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
                           const struct tensor_matrix *w, const float *x, int64_t x_stride,
                           float *y, int64_t y_stride, int64_t n_tok, void *scratch);
 
+/* tensor_matmul, then ACC[t][r] += Y[t][r] for every element (stride
+ * acc_stride floats): a residual connection, each sum done by the thread
+ * that computed the product, while it is in its cache. The same bits as
+ * adding afterwards. */
+kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k, const struct tensor_matrix *w,
+                              const float *x, int64_t x_stride, float *y, int64_t y_stride, int64_t n_tok,
+                              void *scratch, float *acc, int64_t acc_stride);
+
 /* y = x / sqrt(mean(x^2) + eps) * w over n values (the sum of squares in
  * double). The forward pass's normalisation; tensor_matmul_norm_n applies it
  * to each activation row as it quantizes it. */
