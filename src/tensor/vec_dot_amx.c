@@ -456,19 +456,35 @@ static size_t packed_size_q8_K(int64_t cols, int64_t n_tok) {
 
 static inline __m512 neg_ps(__m512 x) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))); }
 
+/* A control for _mm512_shuffle_epi8 that puts 16-bit word a of each
+ * 128-bit lane everywhere in the low 256 bits and word b in the high. */
+static inline __m512i pick_words(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)((2 * a + 1) << 8 | 2 * a))),
+                              _mm256_set1_epi16((short)((2 * b + 1) << 8 | 2 * b)), 1);
+}
+
 /* Mat-vec: rows [r0, r0 + nr) (missing rows repeat the last) against one
  * Q8_K row, in two passes like Q4_0's: each row streamed alone for its exact
- * S_b and M_b (the AVX-512 kernel's scaled dot products, summed across
- * lanes), then the sixteen chains side by side. */
+ * S_b and M_b, then the sixteen chains side by side. S_b in 512-bit steps:
+ * 64 bytes of nibbles hold sub-blocks (2j, 2j+2) in their low nibbles and
+ * (2j+1, 2j+3) in their high ones, so the activations are first laid out
+ * in the same pairs (ya), and each step multiplies two sub-blocks by their
+ * own scales (integers throughout: any order gives the same S_b). */
 static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, const block_q8_K *y,
                              const __m128i *bsp, float *out) {
     int64_t nb = w->cols / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    int32_t *S = (int32_t *)panel_get((size_t)GROUP * (size_t)nb * 2 * sizeof(int32_t) + (size_t)nb * 256);
     if (!S) return false;
     int32_t *M = S + GROUP * nb;
-    __m256i pick[K_SUB];
-    for (int j = 0; j < K_SUB; j++) pick[j] = _mm256_set1_epi16((short)((2 * j + 1) << 8 | 2 * j));
+    uint8_t *ya = (uint8_t *)(M + GROUP * nb); /* per super-block: [sb0 sb2] [sb1 sb3] [sb4 sb6] [sb5 sb7] */
+    for (int64_t b = 0; b < nb; b++)
+        for (int p = 0; p < 4; p++) {
+            int lo = p / 2 * 4 + p % 2;
+            memcpy(ya + (size_t)b * 256 + 64 * p, y[b].qs + 32 * lo, 32);
+            memcpy(ya + (size_t)b * 256 + 64 * p + 32, y[b].qs + 32 * (lo + 2), 32);
+        }
+    const __m512i pk0 = pick_words(0, 2), pk1 = pick_words(1, 3), pk2 = pick_words(4, 6), pk3 = pick_words(5, 7);
     for (int r = 0; r < GROUP; r++) {
         const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes);
         for (int64_t b = 0; b < nb; b++) {
@@ -482,18 +498,22 @@ static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(1, 0, 3, 2)));
             p = _mm_add_epi32(p, _mm_shuffle_epi32(p, _MM_SHUFFLE(2, 3, 0, 1)));
             M[(size_t)r * nb + b] = _mm_cvtsi128_si32(p);
-            /* the eight scales as 16-bit lanes, each broadcast by one shuffle */
-            __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[1], (int)wd[0])));
-            __m256i sumi = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j))),
-                                           _mm256_shuffle_epi8(s16, pick[2 * j]));
-                sumi = _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j + 32))),
-                                           _mm256_shuffle_epi8(s16, pick[2 * j + 1]));
-            }
-            S[(size_t)r * nb + b] = hsum_epi32(sumi);
+            /* the eight scales as 16-bit words in every 128-bit lane */
+            __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[1], (int)wd[0])));
+            const uint8_t *yb = ya + (size_t)b * 256;
+            __m512i q0 = _mm512_loadu_si512(x[b].qs), q1 = _mm512_loadu_si512(x[b].qs + 64);
+            __m512i sumi = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                               _mm512_maddubs_epi16(_mm512_and_si512(q0, m4), _mm512_loadu_si512(yb)),
+                                               _mm512_shuffle_epi8(s16, pk0));
+            sumi = _mm512_dpwssd_epi32(
+                sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), _mm512_loadu_si512(yb + 64)),
+                _mm512_shuffle_epi8(s16, pk1));
+            sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(_mm512_and_si512(q1, m4), _mm512_loadu_si512(yb + 128)),
+                                       _mm512_shuffle_epi8(s16, pk2));
+            sumi = _mm512_dpwssd_epi32(
+                sumi, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), _mm512_loadu_si512(yb + 192)),
+                _mm512_shuffle_epi8(s16, pk3));
+            S[(size_t)r * nb + b] = _mm512_reduce_add_epi32(sumi);
         }
     }
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
