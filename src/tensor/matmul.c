@@ -11,8 +11,9 @@
  *
  * Several matrices that read the same input (a layer's Q, K and V; its gate
  * and up projections) can go in one call: the input is quantized once and
- * the tiles of all of them share one pool_run, which matters in decode,
- * where each product is only tens of microseconds.
+ * the tiles of all of them share one pool_run (with several tokens, the
+ * quantization too: threads wait on a counter in between), which matters in
+ * decode, where each product is only tens of microseconds.
  *
  * Whole tiles of weight rows x tokens go to the ISA's tile kernel (weights
  * unpacked once per tile row, activations loaded once per tile column); the
@@ -47,7 +48,7 @@ struct matmul_job {
     float *acc;          /* tensor_matmul_add: acc[t][r] += y[t][r] (matrix 0), per item */
     int64_t acc_stride;
     float norm_eps;
-    bool whole[MAX_MATS]; /* matrix i goes to rows_product, rows_group rows per work item */
+    bool whole[MAX_MATS]; /* matrix i goes to rows_product, a work item's row groups per call */
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;

@@ -357,7 +357,7 @@ static bool rows_matmat(int type, const struct tensor_matrix *w, int64_t r0, int
 }
 
 static bool rows_product_q8_family_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
-                                   size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
+                                         size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
@@ -627,8 +627,8 @@ static bool rows_matmat_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
     return true;
 }
 
-static bool rows_product_q4_K_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
-                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+static bool rows_product_q4_K_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
@@ -1157,8 +1157,8 @@ static void panel_matvec_q8_0(const struct tensor_matrix *w, int64_t r0, int nr,
     for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-static bool rows_product_q4_1_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
-                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+static bool rows_product_q4_1_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
         float out[GROUP];
@@ -1171,8 +1171,8 @@ static bool rows_product_q4_1_group(const struct tensor_matrix *w, int64_t r0, i
                     : rows_matmat_q4_1(w, r0, nr, packed, n_tok, y, ys);
 }
 
-static bool rows_product_q4_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
-                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+static bool rows_product_q4_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     if (!w->panel) return rows_product_q8_family_group(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int nr = (int)(r1 - r0);
     if (n_tok == 1) {
@@ -1184,8 +1184,8 @@ static bool rows_product_q4_0_group(const struct tensor_matrix *w, int64_t r0, i
     return panel_matmat_q4(w, r0, nr, packed, n_tok, y, ys, false);
 }
 
-static bool rows_product_q8_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
-                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+static bool rows_product_q8_0_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                    size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
     if (!w->panel) return rows_product_q8_family_group(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK;
