@@ -487,10 +487,11 @@ static bool rows_matvec_q4_K(const struct tensor_matrix *w, int64_t r0, int nr, 
     const __m512i pk0 = pick_words(0, 2), pk1 = pick_words(1, 3), pk2 = pick_words(4, 6), pk3 = pick_words(5, 7);
     for (int r = 0; r < GROUP; r++) {
         const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(r0 + (r < nr ? r : nr - 1)) * w->row_bytes);
+        /* each line 4 KiB ahead once (a super-block is 2.25 lines) */
+        uintptr_t pf = ((uintptr_t)x + 4096) & ~(uintptr_t)63;
         for (int64_t b = 0; b < nb; b++) {
-            _mm_prefetch((const char *)(x + b) + 4096, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + b) + 4096 + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)(x + b) + 4096 + 128, _MM_HINT_T0);
+            for (uintptr_t end = (uintptr_t)(x + b + 1) + 4096; pf < end; pf += 64)
+                _mm_prefetch((const char *)pf, _MM_HINT_T0);
             uint32_t wd[4];
             k_scales_mins_words(x[b].scales, wd);
             __m128i p = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)wd[3], (int)wd[2])),
