@@ -52,7 +52,6 @@ struct matmul_job {
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
-    _Alignas(64) atomic_llong next_quant_row;
     _Alignas(64) atomic_llong rows_done;
     _Alignas(64) atomic_llong next_pack;
     _Alignas(64) atomic_llong packs_done;
@@ -60,24 +59,27 @@ struct matmul_job {
 
 enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
 
-/* Rows taken from a shared counter, each normalised (norm_w) and quantized;
- * then, once every row is (the threads wait for the last one), the packing
- * for the whole products in units of PACK_BLOCKS blocks of one token tile,
- * from a second counter. */
-static void quantize_rows(struct matmul_job *job) {
+/* Thread ith of nth normalises (norm_w) and quantizes its share of the rows,
+ * a fixed range: a shared counter per row cost a cache-line round trip
+ * between the cores each, and the rows' lines (written by the other core in
+ * the phase before) are all prefetched first. Then, once every row is done
+ * (the threads wait for the last one), the packing for the whole products
+ * in units of PACK_BLOCKS blocks of one token tile, from a counter. */
+static void quantize_rows(struct matmul_job *job, int ith, int nth) {
     from_float_fn q = job->k->quantize[job->vt];
     float tmp[job->norm_w ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS with a norm */
-    for (;;) {
-        long long t = atomic_fetch_add_explicit(&job->next_quant_row, 1, memory_order_relaxed);
-        if (t >= job->n_tok) break;
+    int64_t t0 = job->n_tok * ith / nth, t1 = job->n_tok * (ith + 1) / nth;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t c = 0; c < job->cols; c += 16) __builtin_prefetch(job->x + t * job->x_stride + c, 0, 3);
+    for (int64_t t = t0; t < t1; t++) {
         const float *x = job->x + t * job->x_stride;
         if (job->norm_w) {
             tensor_rmsnorm(tmp, x, job->norm_w, job->cols, job->norm_eps);
             x = tmp;
         }
         q(x, job->xq + (size_t)t * job->xq_row, job->cols);
-        atomic_fetch_add_explicit(&job->rows_done, 1, memory_order_release);
     }
+    atomic_fetch_add_explicit(&job->rows_done, t1 - t0, memory_order_release);
     if (!job->pack) return;
     while (atomic_load_explicit(&job->rows_done, memory_order_acquire) < job->n_tok) cpu_relax();
     int64_t runs = (job->pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS;
@@ -186,14 +188,23 @@ static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r
 
 /* tensor_matmul_add: the residual sum of rows [r0, r1) x tokens [t0, t1)
  * of matrix 0, by the thread that computed them, while they are in its
- * cache. */
+ * cache; four at a time (this file is built for the baseline ISA, where
+ * the plain loop stayed scalar). */
 static void add_region(const struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
     if (!job->acc || mi != 0) return;
     const float *y = job->y[0];
     for (int64_t t = t0; t < t1; t++) {
         float *a = job->acc + t * job->acc_stride;
         const float *v = y + t * job->y_stride[0];
-        for (int64_t r = r0; r < r1; r++) a[r] += v[r];
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) {
+            v4f av, vv;
+            memcpy(&av, a + r, sizeof av);
+            memcpy(&vv, v + r, sizeof vv);
+            av += vv;
+            memcpy(a + r, &av, sizeof av);
+        }
+        for (; r < r1; r++) a[r] += v[r];
     }
 }
 
@@ -230,7 +241,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
  * every thread waiting until they all are, then the products. */
 static void quantize_matmul_worker(void *arg, int ith, int nth) {
     struct matmul_job *job = arg;
-    quantize_rows(job);
+    quantize_rows(job, ith, nth);
     if (job->pack) {
         while (atomic_load_explicit(&job->packs_done, memory_order_acquire) < job->pack_units) cpu_relax();
     } else {
@@ -341,7 +352,7 @@ static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, i
             pool_run(pool, quantize_matmul_worker, &job);
             return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
         }
-        quantize_rows(&job);
+        quantize_rows(&job, 0, 1);
     } else if (any_whole) {
         return KVIK_ERR_UNSUPPORTED;
     }
