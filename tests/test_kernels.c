@@ -574,6 +574,69 @@ TEST(matmul_norm_n_equals_norm_then_products) {
     mem_free(x), mem_free(nw), mem_free(xn);
 }
 
+/* tensor_matmul_opt with glu_up and acc (the down projection) against
+ * silu_mul first and tensor_matmul_add, bit for bit, with X itself left as
+ * it was: Q4_1 and Q8_0 at 1, 5, 16 and 21 tokens, every table; a norm and
+ * a gate together, or F32 weights, are refused. */
+TEST(matmul_glu_add_equals_gate_then_product) {
+    static const int types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q8_0};
+    static const int64_t toks[] = {1, 5, 16, 21};
+    const int64_t cols = 1536, rows = 40, as = rows + 5;
+    uint64_t rng = 17;
+    struct pool *pool = pool_create(2, NULL);
+    REQUIRE(pool);
+    size_t xb = sizeof(float) * (size_t)(cols * 21), ab = sizeof(float) * (size_t)(as * 21);
+    float *gate = random_floats(cols * 21, &rng), *up = random_floats(cols * 21, &rng);
+    float *gate0 = mem_alloc_aligned(xb), *gated = mem_alloc_aligned(xb);
+    float *acc0 = random_floats(as * 21, &rng), *acc = mem_alloc_aligned(ab), *ref_acc = mem_alloc_aligned(ab);
+    float *y = mem_alloc_aligned(sizeof(float) * (size_t)(rows * 21));
+    float *ref = mem_alloc_aligned(sizeof(float) * (size_t)(rows * 21));
+    REQUIRE(gate0 && gated && acc && ref_acc && y && ref);
+    memcpy(gate0, gate, xb);
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        int type = types[ti];
+        size_t rb = tensor_row_size(type, cols);
+        void *data = mem_alloc_aligned(rb * (size_t)rows);
+        tensor_fill_random(type, data, rows, cols, rb, TENSOR_FILL_BITS, test_rand_u64(&rng));
+        struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = data};
+        const struct tensor_matrix *mp = &m;
+        void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, 21));
+        for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+            const struct tensor_kernels *k = tensor_kernels_get(isa);
+            if (!k) continue;
+            memcpy(gated, gate, xb);
+            k->silu_mul(gated, up, cols * 21);
+            for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
+                int64_t nt = toks[i], ys = rows;
+                memcpy(ref_acc, acc0, ab);
+                memcpy(acc, acc0, ab);
+                CHECK_EQ_INT(tensor_matmul_add(pool, k, &m, gated, cols, ref, rows, nt, scratch, ref_acc, as), KVIK_OK);
+                struct tensor_matmul_opts o = {.glu_up = up, .up_stride = cols, .acc = acc, .acc_stride = as};
+                CHECK_EQ_INT(tensor_matmul_opt(pool, k, 1, &mp, gate, cols, &y, &ys, nt, scratch, &o), KVIK_OK);
+                CHECK_MSG(!memcmp(y, ref, sizeof(float) * (size_t)(rows * nt)) && !memcmp(acc, ref_acc, ab),
+                          "%s %s, %lld tokens: gated in the product differs", k->name, tensor_type_name(type),
+                          (long long)nt);
+                CHECK_MSG(!memcmp(gate, gate0, xb), "%s: the product wrote its input", k->name);
+            }
+        }
+        struct tensor_matmul_opts both = {.norm_w = up, .norm_eps = 1e-5f, .glu_up = up, .up_stride = cols};
+        int64_t ys = rows;
+        CHECK_EQ_INT(tensor_matmul_opt(pool, tensor_kernels_best(), 1, &mp, gate, cols, &y, &ys, 2, scratch, &both),
+                     KVIK_ERR_INVALID_ARG);
+        mem_free(scratch), mem_free(data);
+    }
+    struct tensor_matrix f = {.type = TENSOR_TYPE_F32, .rows = 4, .cols = cols, .row_bytes = sizeof(float) * cols,
+                              .data = up};
+    const struct tensor_matrix *fp = &f;
+    int64_t fys = 4;
+    struct tensor_matmul_opts o = {.glu_up = up, .up_stride = cols};
+    CHECK_EQ_INT(tensor_matmul_opt(pool, tensor_kernels_best(), 1, &fp, gate, cols, &y, &fys, 2, NULL, &o),
+                 KVIK_ERR_INVALID_ARG);
+    pool_free(pool);
+    mem_free(gate), mem_free(up), mem_free(gate0), mem_free(gated), mem_free(acc0), mem_free(acc), mem_free(ref_acc);
+    mem_free(y), mem_free(ref);
+}
+
 /* silu_mul of every table against silu(x) * u in double: within a few ulp
  * of the result over |x| up to 90 (past the exponential's floor), exactly
  * 0 for x = 0, finite everywhere; and the same bits whatever the runs the

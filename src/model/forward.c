@@ -220,6 +220,19 @@ static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matr
     return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
 }
 
+/* c->x += Wdown (silu(gate) * up), the gating done on each row as it is
+ * quantized; else (activations not quantized, or too wide) by glu first. */
+static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix *w, float *gate, const float *up,
+                                 int n) {
+    struct tensor_matmul_opts o = {.glu_up = up, .up_stride = w->cols, .acc = c->x, .acc_stride = c->m->hp.n_embd};
+    float *y = c->xn;
+    int64_t ys = w->rows;
+    kvik_status st = tensor_matmul_opt(c->pool, c->k, 1, &w, gate, w->cols, &y, &ys, n, c->scratch, &o);
+    if (st != KVIK_ERR_INVALID_ARG) return st;
+    glu(c, gate, up, (size_t)n * (size_t)w->cols);
+    return matmul_residual(c, w, gate, n);
+}
+
 /* Two or three products of rmsnorm(c->x) * norm in one pass over the pool:
  * each row normalised as it is quantized when the activation types agree;
  * else c->xn is normalised here and the products go one by one. */
@@ -465,9 +478,8 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
         if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
-        glu(c, c->gate, c->up, (size_t)n * hp->n_ff);
-        prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU);
-        if ((st = matmul_residual(c, &L->w_down, c->gate, n))) break;
+        prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU); /* now part of the down product */
+        if ((st = down_residual(c, &L->w_down, c->gate, c->up, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_DOWN);
     }
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));

@@ -44,8 +44,10 @@ struct matmul_job {
     uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
     bool pack;       /* a matrix goes to rows_product: pack the rows once all are quantized */
     int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units */
-    const float *norm_w; /* tensor_matmul_norm_n: normalise each row first */
-    float *acc;          /* tensor_matmul_add: acc[t][r] += y[t][r] (matrix 0), per item */
+    const float *norm_w; /* normalise each row first (tensor_matmul_opt) */
+    const float *glu_up; /* or each row silu(x) * up */
+    int64_t up_stride;
+    float *acc;          /* acc[t][r] += y[t][r] (matrix 0), per item */
     int64_t acc_stride;
     float norm_eps;
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, a work item's row groups per call */
@@ -59,7 +61,8 @@ struct matmul_job {
 
 enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
 
-/* Thread ith of nth normalises (norm_w) and quantizes its share of the rows,
+/* Thread ith of nth normalises (norm_w) or gates (glu_up) and quantizes its
+ * share of the rows,
  * a fixed range: a shared counter per row cost a cache-line round trip
  * between the cores each, and the rows' lines (written by the other core in
  * the phase before) are all prefetched first. Then, once every row is done
@@ -67,7 +70,7 @@ enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
  * in units of PACK_BLOCKS blocks of one token tile, from a counter. */
 static void quantize_rows(struct matmul_job *job, int ith, int nth) {
     from_float_fn q = job->k->quantize[job->vt];
-    float tmp[job->norm_w ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS with a norm */
+    float tmp[job->norm_w || job->glu_up ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS then */
     int64_t t0 = job->n_tok * ith / nth, t1 = job->n_tok * (ith + 1) / nth;
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < job->cols; c += 16) __builtin_prefetch(job->x + t * job->x_stride + c, 0, 3);
@@ -75,6 +78,10 @@ static void quantize_rows(struct matmul_job *job, int ith, int nth) {
         const float *x = job->x + t * job->x_stride;
         if (job->norm_w) {
             tensor_rmsnorm(tmp, x, job->norm_w, job->cols, job->norm_eps);
+            x = tmp;
+        } else if (job->glu_up) {
+            memcpy(tmp, x, (size_t)job->cols * sizeof *tmp);
+            job->k->silu_mul(tmp, job->glu_up + t * job->up_stride, job->cols);
             x = tmp;
         }
         q(x, job->xq + (size_t)t * job->xq_row, job->cols);
@@ -302,15 +309,19 @@ size_t tensor_matmul_scratch_size(int type, int64_t cols, int64_t n_tok) {
            packed_room(tt->vec_dot_type, cols, n_tok);
 }
 
-static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
-                            const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
-                            const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
-                            int64_t n_tok, void *scratch, float *acc, int64_t acc_stride) {
+kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                              const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                              float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch,
+                              const struct tensor_matmul_opts *o) {
+    static const struct tensor_matmul_opts none;
+    if (!o) o = &none;
     if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
+    const bool prep = o->norm_w || o->glu_up; /* rows rewritten before they are quantized */
+    if ((o->norm_w && o->glu_up) || (prep && w[0]->cols > TENSOR_NORM_MAX_COLS)) return KVIK_ERR_INVALID_ARG;
+    if (o->glu_up && !k->silu_mul) return KVIK_ERR_UNSUPPORTED;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
-                             .n_tok = n_tok, .norm_w = norm_w, .norm_eps = eps, .acc = acc,
-                             .acc_stride = acc_stride};
-    if (norm_w && job.cols > TENSOR_NORM_MAX_COLS) return KVIK_ERR_INVALID_ARG;
+                             .n_tok = n_tok, .norm_w = o->norm_w, .norm_eps = o->norm_eps, .glu_up = o->glu_up,
+                             .up_stride = o->up_stride, .acc = o->acc, .acc_stride = o->acc_stride};
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {
         const struct type_traits *tt = tensor_type_traits(w[i]->type);
@@ -324,7 +335,7 @@ static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, i
         job.y_stride[i] = y_stride[i];
         job.whole[i] = k->rows_product[w[i]->type] != NULL;
     }
-    if (norm_w && job.vt == TENSOR_TYPE_F32) return KVIK_ERR_INVALID_ARG; /* no quantization to fold it into */
+    if (prep && job.vt == TENSOR_TYPE_F32) return KVIK_ERR_INVALID_ARG; /* no quantization to fold it into */
     size_t call_bytes = 0;
     for (int i = 0; i < n_mats; i++) call_bytes += (size_t)w[i]->rows * w[i]->row_bytes;
     for (int i = 0; i < n_mats; i++) {
@@ -363,7 +374,7 @@ static kvik_status matmul_n(struct pool *pool, const struct tensor_kernels *k, i
 kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
-    return matmul_n(pool, k, n_mats, w, x, x_stride, NULL, 0.0f, y, y_stride, n_tok, scratch, NULL, 0);
+    return tensor_matmul_opt(pool, k, n_mats, w, x, x_stride, y, y_stride, n_tok, scratch, NULL);
 }
 
 kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
@@ -371,7 +382,8 @@ kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels 
                                  const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
                                  int64_t n_tok, void *scratch) {
     if (!norm_w) return KVIK_ERR_INVALID_ARG;
-    return matmul_n(pool, k, n_mats, w, x, x_stride, norm_w, eps, y, y_stride, n_tok, scratch, NULL, 0);
+    struct tensor_matmul_opts o = {.norm_w = norm_w, .norm_eps = eps};
+    return tensor_matmul_opt(pool, k, n_mats, w, x, x_stride, y, y_stride, n_tok, scratch, &o);
 }
 
 kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,
@@ -384,5 +396,6 @@ kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k,
                               const float *x, int64_t x_stride, float *y, int64_t y_stride, int64_t n_tok,
                               void *scratch, float *acc, int64_t acc_stride) {
     if (!acc) return KVIK_ERR_INVALID_ARG;
-    return matmul_n(pool, k, 1, &w, x, x_stride, NULL, 0.0f, &y, &y_stride, n_tok, scratch, acc, acc_stride);
+    struct tensor_matmul_opts o = {.acc = acc, .acc_stride = acc_stride};
+    return tensor_matmul_opt(pool, k, 1, &w, x, x_stride, &y, &y_stride, n_tok, scratch, &o);
 }

@@ -233,6 +233,35 @@ kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k,
                               const float *x, int64_t x_stride, float *y, int64_t y_stride, int64_t n_tok,
                               void *scratch, float *acc, int64_t acc_stride);
 
+/* What a product call does besides Y_i = W_i X (tensor_matmul_opt); zero
+ * fields do nothing.
+ *   - norm_w: each row of X is first normalised, rmsnorm(X[t]) * norm_w
+ *     (tensor_rmsnorm with norm_eps), as it is quantized;
+ *   - glu_up: each row of X is first gated, silu(X[t]) * UP[t] (the kernel
+ *     table's silu_mul; UP's rows up_stride floats apart), as it is
+ *     quantized; X itself is not written. Not with norm_w;
+ *   - acc: then ACC[t][r] += Y_0[t][r] for every element of the first
+ *     matrix's result (rows acc_stride floats apart): a residual
+ *     connection, each sum done by the thread that computed the product,
+ *     while it is in its cache.
+ * Every result is the same bits as doing the step separately. The row
+ * steps need a quantized activation type and at most TENSOR_NORM_MAX_COLS
+ * columns, else KVIK_ERR_INVALID_ARG (the caller does them itself). */
+struct tensor_matmul_opts {
+    const float *norm_w;
+    float norm_eps;
+    const float *glu_up;
+    int64_t up_stride;
+    float *acc;
+    int64_t acc_stride;
+};
+
+/* tensor_matmul_n with the steps of opts (NULL: none). */
+kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k, int n_mats,
+                              const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
+                              float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch,
+                              const struct tensor_matmul_opts *opts);
+
 /* y = x / sqrt(mean(x^2) + eps) * w over n values (the sum of squares in
  * double). The forward pass's normalisation; tensor_matmul_norm_n applies it
  * to each activation row as it quantizes it. */
