@@ -637,6 +637,84 @@ TEST(matmul_glu_add_equals_gate_then_product) {
     mem_free(y), mem_free(ref);
 }
 
+/* tensor_matmul_opt's argmax against the kernel table's argmax over each
+ * whole result row. F32 weights that pick one input value each (row r of W
+ * is 1 at column r % cols), so the rows can hold planted cases: a tie
+ * between rows of different work items (the first wins), zeros (from -0
+ * and +0 inputs; the dot products give +0 for both), two FLT_MAX, a NaN
+ * (-1 allowed there only); at 3 and 12
+ * tokens (the row-and-token-block items). Then Q4_1 and Q8_0 products
+ * (AMX: the whole products' items) at 1, 5, 16 and 21 tokens, every table. */
+TEST(matmul_argmax_equals_argmax_of_rows) {
+    uint64_t rng = 23;
+    struct pool *pool = pool_create(2, NULL);
+    REQUIRE(pool);
+    const int64_t rows = 2000, cols = 2000, nt_max = 21;
+    float *w = mem_alloc_aligned(sizeof(float) * (size_t)(rows * cols));
+    float *x = random_floats(cols * nt_max, &rng), *y = mem_alloc_aligned(sizeof(float) * (size_t)(rows * nt_max));
+    int64_t am[21];
+    REQUIRE(w && x && y);
+    for (int64_t r = 0; r < rows; r++) w[r * cols + r % cols] = 1.0f;
+    for (int64_t c = 0; c < cols; c++) x[c] = x[c] > 4.0f ? 4.0f : x[c];
+    x[100] = x[1500] = 5.0f;                                   /* token 0: a tie */
+    for (int64_t c = 0; c < cols; c++) x[cols + c] = -1.0f - fabsf(x[cols + c]);
+    x[cols + 3] = -0.0f, x[cols + 1000] = 0.0f;                /* token 1: a tie of zeros */
+    x[2 * cols + 700] = x[2 * cols + 900] = FLT_MAX;           /* token 2 */
+    x[3 * cols + 0] = NAN, x[3 * cols + 1200] = NAN;           /* token 3 */
+    struct tensor_matrix f = {.type = TENSOR_TYPE_F32, .rows = rows, .cols = cols, .row_bytes = sizeof(float) * cols,
+                              .data = w};
+    static const int64_t f_toks[] = {3, 12};
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (size_t i = 0; i < 2; i++) {
+            int64_t nt = f_toks[i], ys = rows;
+            const struct tensor_matrix *fp = &f;
+            struct tensor_matmul_opts o = {.argmax = am};
+            CHECK_EQ_INT(tensor_matmul_opt(pool, k, 1, &fp, x, cols, &y, &ys, nt, NULL, &o), KVIK_OK);
+            for (int64_t t = 0; t < nt; t++) {
+                int64_t want = k->argmax(y + t * rows, rows);
+                CHECK_MSG(am[t] == want || (t == 3 && am[t] == -1), "%s, %lld tokens, token %lld: argmax %lld, want %lld",
+                          k->name, (long long)nt, (long long)t, (long long)am[t], (long long)want);
+            }
+            CHECK_EQ_INT((int)am[0], 100);
+            CHECK_EQ_INT((int)am[1], 3);
+            CHECK_EQ_INT((int)am[2], 700);
+        }
+    }
+    mem_free(w);
+    static const int types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q8_0};
+    static const int64_t toks[] = {1, 5, 16, 21};
+    const int64_t qcols = 576, qrows = 1000;
+    float *qx = random_floats(qcols * nt_max, &rng);
+    REQUIRE(qx);
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        int type = types[ti];
+        size_t rb = tensor_row_size(type, qcols);
+        void *data = mem_alloc_aligned(rb * (size_t)qrows);
+        tensor_fill_random(type, data, qrows, qcols, rb, TENSOR_FILL_BITS, test_rand_u64(&rng));
+        struct tensor_matrix m = {.type = type, .rows = qrows, .cols = qcols, .row_bytes = rb, .data = data};
+        const struct tensor_matrix *mp = &m;
+        void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, qcols, nt_max));
+        for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+            const struct tensor_kernels *k = tensor_kernels_get(isa);
+            if (!k) continue;
+            for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
+                int64_t nt = toks[i], ys = qrows;
+                struct tensor_matmul_opts o = {.argmax = am};
+                CHECK_EQ_INT(tensor_matmul_opt(pool, k, 1, &mp, qx, qcols, &y, &ys, nt, scratch, &o),
+                             KVIK_OK);
+                for (int64_t t = 0; t < nt; t++)
+                    CHECK_MSG(am[t] == k->argmax(y + t * qrows, qrows), "%s %s, %lld tokens, token %lld: argmax %lld",
+                              k->name, tensor_type_name(type), (long long)nt, (long long)t, (long long)am[t]);
+            }
+        }
+        mem_free(scratch), mem_free(data);
+    }
+    pool_free(pool);
+    mem_free(x), mem_free(qx), mem_free(y);
+}
+
 /* silu_mul of every table against silu(x) * u in double: within a few ulp
  * of the result over |x| up to 90 (past the exponential's floor), exactly
  * 0 for x = 0, finite everywhere; and the same bits whatever the runs the

@@ -295,6 +295,38 @@ static int32_t greedy_after(struct sampler_params p, const float *logits, int32_
     return t;
 }
 
+/* sampler_sample_argmax: greedy without penalties takes the argmax it is
+ * given (the forward pass's; a different id here shows it is not looked
+ * up again), -1 or an id out of range is looked up; penalties with a
+ * history, or a temperature, ignore it. */
+TEST(sampler_sample_argmax_given_is_used_only_when_greedy) {
+    struct sampler_params p = sampler_params_default();
+    p.temp = 0.0f;
+    struct kvik_err err = {0};
+    struct sampler *s = sampler_new(&p, 6, &err);
+    REQUIRE(s);
+    float a[6] = {0.1f, 3.0f, -2.0f, 2.9f, 3.0f, 1.0f};
+    CHECK_EQ_INT(sampler_sample_argmax(s, a, 3), 3);
+    CHECK_EQ_INT(sampler_sample_argmax(s, a, -1), 1);
+    CHECK_EQ_INT(sampler_sample_argmax(s, a, 6), 1);
+    float inf[6] = {0.0f, FLT_MAX, INFINITY, 1.0f, 0.0f, 0.0f}; /* +inf and FLT_MAX count as equal: the first */
+    CHECK_EQ_INT(sampler_sample_argmax(s, inf, 2), 1);
+    sampler_free(s);
+    p.repeat_penalty = 2.0f; /* 3.0 seen: 1.5, below 2.9 */
+    s = sampler_new(&p, 6, &err);
+    REQUIRE(s);
+    sampler_accept(s, 1);
+    sampler_accept(s, 4);
+    CHECK_EQ_INT(sampler_sample_argmax(s, a, 1), 3);
+    sampler_free(s);
+    p = plain_params();
+    p.top_k = 1;
+    s = sampler_new(&p, 6, &err);
+    REQUIRE(s);
+    CHECK_EQ_INT(sampler_sample_argmax(s, a, 5), 1);
+    sampler_free(s);
+}
+
 TEST(sampler_penalties_change_the_choice) {
     struct sampler_params p = sampler_params_default();
     int32_t zero[3] = {0, 0, 0};

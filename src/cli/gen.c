@@ -119,6 +119,7 @@ kvik_status gen_start(struct gen *g, int n_threads, int max_batch, int n_ctx,
     const struct model_hparams *hp = &g->model->hp;
     g->n_ctx = n_ctx;
     g->max_batch = max_batch;
+    g->argmax = -1;
     if (!(g->logits = malloc(sizeof(float) * (size_t)hp->n_vocab)))
         return err_set(err, KVIK_ERR_NOMEM, "out of memory");
     if (!(g->ctx = model_ctx_new(g->model, n_threads, max_batch, n_ctx, err))) return failed(err);
@@ -165,7 +166,8 @@ kvik_status gen_prefill(struct gen *g, const int32_t *ids, int64_t from, int64_t
     for (int64_t start = from; start < to; start += max) {
         int nb = (int)(to - start < max ? to - start : max);
         for (int i = 0; i < nb; i++) pos[i] = (int32_t)(start + i);
-        struct model_batch b = {.n = nb, .tokens = ids + start, .pos = pos, .seq = seq};
+        struct model_batch b = {.n = nb, .tokens = ids + start, .pos = pos, .seq = seq, .argmax = &g->argmax};
+        g->argmax = -1;
         kvik_status st = model_forward(g->ctx, &g->kv.base, &b, g->logits, err);
         if (st) return st;
     }
@@ -212,7 +214,7 @@ kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, F
         if (g->spec && i > *n) { /* a draft verified with the last token fed */
             if ((st = gen_spec_step(g, ids, i, n_max, toks, &nt, err))) break;
         } else {
-            toks[0] = sampler_sample(g->smp, g->logits);
+            toks[0] = sampler_sample_argmax(g->smp, g->logits, g->argmax);
             sampler_accept(g->smp, toks[0]);
         }
         if (!*t_first) *t_first = clock_ns();
@@ -223,7 +225,8 @@ kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, F
         }
         if (end || g->spec) continue;
         int32_t p = (int32_t)(i - 1), s = 0;
-        struct model_batch b = {.n = 1, .tokens = &ids[i - 1], .pos = &p, .seq = &s};
+        struct model_batch b = {.n = 1, .tokens = &ids[i - 1], .pos = &p, .seq = &s, .argmax = &g->argmax};
+        g->argmax = -1;
         if ((st = model_forward(g->ctx, &g->kv.base, &b, g->logits, err))) break;
     }
     if (!st) st = emit(stream, text, piece, detok_flush(&ds, piece, piece_cap), err);

@@ -87,6 +87,7 @@ struct gen {
     struct sampler *smp;
     struct kv_flat kv; // one sequence of n_ctx positions
     float *logits;     // [n_vocab] after the last token fed
+    int64_t argmax;    // their argmax as the forward pass found it (-1: look it up)
     int n_ctx;         // positions the cache holds
     int max_batch;     // tokens per prefill forward
     struct gen_spec *spec; // speculative decoding (gen_spec.c); NULL: plain

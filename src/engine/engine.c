@@ -129,11 +129,12 @@ static void fill_logprobs(const float *row, int nv, int32_t tok, int k, struct e
     ev->n_top = n;
 }
 
-/* Samples the next token of s from row, sends it, and ends the choice on
+/* Samples the next token of s from row (argmax: the row's argmax as the forward
+ * pass found it, or -1), sends it, and ends the choice on
  * an end-of-generation token, a callback that returns false, or
  * max_tokens. */
-void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t now) {
-    int32_t tok = sampler_sample(s->smp, row);
+void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now) {
+    int32_t tok = sampler_sample_argmax(s->smp, row, argmax);
     sampler_accept(s->smp, tok);
     engine_send_token(e, s, tok, row, now);
 }
@@ -570,7 +571,8 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     e->b_seq = malloc(T * sizeof *e->b_seq);
     e->b_logits = malloc(T * sizeof *e->b_logits);
     e->logits = mem_alloc_aligned(R * (size_t)e->n_vocab * sizeof(float));
-    if (!e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
+    e->argmax = malloc(R * sizeof *e->argmax);
+    if (!e->argmax || !e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
         !e->logits) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for step buffers");
         goto fail;
@@ -636,5 +638,6 @@ void engine_free(struct engine *e) {
     free(e->b_seq);
     free(e->b_logits);
     mem_free(e->logits);
+    free(e->argmax);
     free(e);
 }

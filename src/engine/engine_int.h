@@ -113,6 +113,7 @@ struct engine {
     bool *b_logits;      /* [max_batch_tokens] */
     struct eseq **samp;  /* [max_seqs] choices sampling from logits row i */
     float *logits;       /* [n_rows][n_vocab] */
+    int64_t *argmax;     /* [n_rows] each row's argmax, found by the forward pass (-1: not found) */
     int n_rows;          /* logits rows a step can ask for: max_seqs, more with speculation */
     struct spec_engine *spec; /* speculative decoding (spec_engine.c); NULL: off */
 };
@@ -134,7 +135,7 @@ void engine_prefix_register(struct engine *e);
 
 /* engine.c, for sched.c */
 void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
-void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t now);
+void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
 /* Sends token tok (already recorded in the sampler; row its raw logits)
  * and ends the choice where engine_emit_token would. */
 void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);

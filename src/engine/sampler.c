@@ -302,7 +302,7 @@ static void apply_penalties(struct sampler *s) {
 
 /* Temperature 0: the argmax of the penalised logits (ties: the lowest id),
  * read straight from the logits, without the candidate copy. */
-static int32_t sample_greedy(struct sampler *s, const float *logits) {
+static int32_t sample_greedy(struct sampler *s, const float *logits, int64_t argmax) {
     size_t n = (size_t)s->n_vocab, best = 0;
     if (stamp_history(s)) {
         const uint32_t *stamp = s->sc->stamp, epoch = s->sc->epoch;
@@ -318,7 +318,7 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
      * compares greater, as -inf would not), except that +inf and FLT_MAX
      * are equal once sanitised: then the first of them wins. The kernel
      * table's argmax (vectors where there are) finds the first maximum. */
-    best = (size_t)s->argmax(logits, (int64_t)n);
+    best = argmax >= 0 && argmax < (int64_t)n ? (size_t)argmax : (size_t)s->argmax(logits, (int64_t)n);
     if (logits[best] == INFINITY)
         for (best = 0; !(logits[best] >= FLT_MAX); best++) {}
     return (int32_t)best;
@@ -328,11 +328,12 @@ static int32_t sample_greedy(struct sampler *s, const float *logits) {
  * logit -inf, or a temperature so small 1/temp overflows): returns the
  * argmax id. Otherwise returns -1 and leaves the survivors in
  * s->sc->cand[0..*m), each weighing exp((v - *maxv) * *inv_t). */
-static int32_t run_chain(struct sampler *s, const float *logits, size_t *m_out, float *maxv_out, double *inv_t_out) {
+static int32_t run_chain(struct sampler *s, const float *logits, int64_t argmax, size_t *m_out, float *maxv_out,
+                         double *inv_t_out) {
     const struct sampler_params *p = &s->p;
     struct cand *c = s->sc->cand;
     size_t n = (size_t)s->n_vocab;
-    if (p->temp <= 0.0f) return sample_greedy(s, logits);
+    if (p->temp <= 0.0f) return sample_greedy(s, logits, argmax);
 
     /* 1-2. private copy, sanitised, then penalties (candidate i is token i) */
     for (size_t i = 0; i < n; i++) c[i] = (struct cand){sanitize(logits[i]), (int32_t)i};
@@ -404,12 +405,14 @@ static int32_t run_chain(struct sampler *s, const float *logits, size_t *m_out, 
     return -1;
 }
 
-int32_t sampler_sample(struct sampler *s, const float *logits) {
+int32_t sampler_sample(struct sampler *s, const float *logits) { return sampler_sample_argmax(s, logits, -1); }
+
+int32_t sampler_sample_argmax(struct sampler *s, const float *logits, int64_t argmax) {
     if (!s || !logits) return 0;
     size_t m;
     float maxv;
     double inv_t;
-    int32_t g = run_chain(s, logits, &m, &maxv, &inv_t);
+    int32_t g = run_chain(s, logits, argmax, &m, &maxv, &inv_t);
     if (g >= 0) return g;
     /* 7. softmax, one draw */
     const struct cand *c = s->sc->cand;
@@ -429,7 +432,7 @@ void sampler_probs(struct sampler *s, const float *logits, float *probs) {
     size_t m;
     float maxv;
     double inv_t;
-    int32_t g = run_chain(s, logits, &m, &maxv, &inv_t);
+    int32_t g = run_chain(s, logits, -1, &m, &maxv, &inv_t);
     if (g >= 0) {
         probs[g] = 1.0f;
         return;

@@ -101,6 +101,11 @@ size_t sampler_bytes(const struct sampler *s);
 /* One token id in [0, n_vocab) from logits[n_vocab]; logits are not modified. */
 int32_t sampler_sample(struct sampler *s, const float *logits);
 
+/* sampler_sample, given argmax: the kernel table's argmax of logits (as
+ * model_batch.argmax reports it), or -1. Greedy sampling without
+ * penalties then reads nothing else; any other sampling ignores it. */
+int32_t sampler_sample_argmax(struct sampler *s, const float *logits, int64_t argmax);
+
 /* The distribution sampler_sample draws from, given the history as it is
  * now: probs[n_vocab] after penalties, top-k, top-p, min-p and temperature
  * (zero outside the survivors; greedy: 1 at the argmax). Draws nothing.

@@ -219,7 +219,8 @@ rebuild:
         return;
     }
 
-    struct model_batch b = {.n = nb, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .logits = e->b_logits};
+    struct model_batch b = {.n = nb, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .logits = e->b_logits,
+                            .argmax = e->argmax};
     struct kvik_err err = {0};
     kvik_status st = model_forward(e->ctx, &e->kv.base, &b, e->logits, &err);
     e->st.steps++;
@@ -241,7 +242,7 @@ rebuild:
         if (forks) fork_choices(e, s);
         for (int c = s->choice; c <= s->choice + forks; c++) {
             struct eseq *x = &s->req->seqs[c];
-            if (x->state == ESEQ_RUNNING) engine_emit_token(e, x, row, now);
+            if (x->state == ESEQ_RUNNING) engine_emit_token(e, x, row, e->argmax[j], now);
         }
     }
 }

@@ -487,7 +487,10 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int i = 0; i < n_out; i++)
         tensor_rmsnorm(c->xn + (size_t)i * hp->n_embd, c->x + (size_t)c->rows[i] * hp->n_embd, m->output_norm, hp->n_embd,
                 hp->rms_eps);
-    st = matmul(c, &m->output, c->xn, out, n_out);
+    const struct tensor_matrix *wout = &m->output;
+    int64_t out_stride = m->output.rows;
+    struct tensor_matmul_opts o = {.argmax = b->argmax};
+    st = tensor_matmul_opt(c->pool, c->k, 1, &wout, c->xn, hp->n_embd, &out, &out_stride, n_out, c->scratch, &o);
     if (st) return err_set(err, st, "model: output product failed");
     prof_mark(c, prof, &t_mark, MODEL_PHASE_OUTPUT);
     return KVIK_OK;

@@ -88,6 +88,9 @@ struct model_batch {
     const int32_t *pos;     /* [n] position of each token in its sequence */
     const int32_t *seq;     /* [n] sequence id of each token */
     const bool *logits;     /* [n] produce logits for this token; NULL: the last only */
+    int64_t *argmax;        /* optional out [marked tokens]: per logits row, the id of its first
+                               largest logit as the kernel table's argmax finds it, found while
+                               the logits are computed; -1 where a NaN hid it */
 };
 
 /*

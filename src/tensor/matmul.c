@@ -49,6 +49,7 @@ struct matmul_job {
     int64_t up_stride;
     float *acc;          /* acc[t][r] += y[t][r] (matrix 0), per item */
     int64_t acc_stride;
+    uint64_t *best;      /* per token, the best (value, row) of matrix 0 so far (argmax_key) */
     float norm_eps;
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, a work item's row groups per call */
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
@@ -215,6 +216,34 @@ static void add_region(const struct matmul_job *job, int mi, int64_t r0, int64_t
     }
 }
 
+/* tensor_matmul_opts.argmax: each item finds the first largest element of
+ * its part of a token's row with the kernel table's argmax and offers it as
+ * a key that orders (value, then lower row first), kept by an atomic
+ * maximum per token. For finite and infinite values that is exactly the
+ * first largest of the whole row, whatever the items; -0 is offered as +0,
+ * as the argmax treats them as equal. An item whose answer is a NaN (a part
+ * that is all NaN, or begins with one) offers NO_KEY, above every key: the
+ * call reports -1 for that token. */
+#define NO_KEY UINT64_MAX
+static uint64_t argmax_key(float v, int64_t r) {
+    uint32_t u;
+    v += 0.0f; /* -0 -> +0 */
+    memcpy(&u, &v, sizeof u);
+    u = u & 0x80000000u ? ~u : u | 0x80000000u; /* order of the floats as unsigned */
+    return (uint64_t)u << 32 | (uint32_t)~(uint32_t)r;
+}
+
+static void argmax_region(struct matmul_job *job, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    if (!job->best || mi != 0) return;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *y = job->y[0] + t * job->y_stride[0];
+        int64_t r = r0 + job->k->argmax(y + r0, r1 - r0);
+        uint64_t key = y[r] != y[r] ? NO_KEY : argmax_key(y[r], r), cur = __atomic_load_n(&job->best[t], __ATOMIC_RELAXED);
+        while (key > cur &&
+               !__atomic_compare_exchange_n(&job->best[t], &cur, key, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    }
+}
+
 static void matmul_worker(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -234,6 +263,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
                                                         job->packed, job->n_tok, job->y[mi], job->y_stride[mi]))
                 atomic_store_explicit(&job->failed, true, memory_order_relaxed);
             add_region(job, mi, local * chunk, end, 0, job->n_tok);
+            argmax_region(job, mi, local * chunk, end, 0, job->n_tok);
             continue;
         }
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
@@ -241,6 +271,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
         int64_t t0 = tb * TOK_BLOCK, t1 = t0 + TOK_BLOCK < job->n_tok ? t0 + TOK_BLOCK : job->n_tok;
         run_tile(job, mi, r0, r1, t0, t1);
         add_region(job, mi, r0, r1, t0, t1);
+        argmax_region(job, mi, r0, r1, t0, t1);
     }
 }
 
@@ -319,9 +350,12 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
     const bool prep = o->norm_w || o->glu_up; /* rows rewritten before they are quantized */
     if ((o->norm_w && o->glu_up) || (prep && w[0]->cols > TENSOR_NORM_MAX_COLS)) return KVIK_ERR_INVALID_ARG;
     if (o->glu_up && !k->silu_mul) return KVIK_ERR_UNSUPPORTED;
+    if (o->argmax && (!k->argmax || w[0]->rows > INT32_MAX)) return KVIK_ERR_UNSUPPORTED;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
                              .n_tok = n_tok, .norm_w = o->norm_w, .norm_eps = o->norm_eps, .glu_up = o->glu_up,
-                             .up_stride = o->up_stride, .acc = o->acc, .acc_stride = o->acc_stride};
+                             .up_stride = o->up_stride, .acc = o->acc, .acc_stride = o->acc_stride,
+                             .best = (uint64_t *)o->argmax};
+    if (job.best) memset(job.best, 0, (size_t)n_tok * sizeof *job.best); /* below every key */
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {
         const struct type_traits *tt = tensor_type_traits(w[i]->type);
@@ -359,16 +393,17 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
             job.pack_nb = job.cols / tensor_type_traits(job.vt)->block_size;
             job.pack_units = (n_tok + k->rows_group - 1) / k->rows_group * ((job.pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
         }
-        if (n_tok > 1) {
-            pool_run(pool, quantize_matmul_worker, &job);
-            return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
-        }
-        quantize_rows(&job, 0, 1);
+        if (n_tok > 1) pool_run(pool, quantize_matmul_worker, &job);
+        else quantize_rows(&job, 0, 1);
     } else if (any_whole) {
         return KVIK_ERR_UNSUPPORTED;
     }
-    pool_run(pool, matmul_worker, &job);
-    return atomic_load(&job.failed) ? KVIK_ERR_NOMEM : KVIK_OK;
+    if (job.vt == TENSOR_TYPE_F32 || n_tok == 1) pool_run(pool, matmul_worker, &job);
+    if (atomic_load(&job.failed)) return KVIK_ERR_NOMEM;
+    if (job.best) /* keys -> rows */
+        for (int64_t t = 0; t < n_tok; t++)
+            o->argmax[t] = job.best[t] == NO_KEY ? -1 : (int64_t)(uint32_t)~(uint32_t)job.best[t];
+    return KVIK_OK;
 }
 
 kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,

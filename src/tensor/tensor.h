@@ -244,6 +244,11 @@ kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k,
  *     matrix's result (rows acc_stride floats apart): a residual
  *     connection, each sum done by the thread that computed the product,
  *     while it is in its cache.
+ *   - argmax (int64_t[n_tok]): then argmax[t] = the row of the first
+ *     largest element of Y_0[t], what the kernel table's argmax gives for
+ *     the whole row, found by each thread in the part it computed (no
+ *     second pass over the results); -1 may be reported instead for a
+ *     row holding a NaN (the caller then looks itself).
  * Every result is the same bits as doing the step separately. The row
  * steps need a quantized activation type and at most TENSOR_NORM_MAX_COLS
  * columns, else KVIK_ERR_INVALID_ARG (the caller does them itself). */
@@ -254,6 +259,7 @@ struct tensor_matmul_opts {
     int64_t up_stride;
     float *acc;
     int64_t acc_stride;
+    int64_t *argmax;
 };
 
 /* tensor_matmul_n with the steps of opts (NULL: none). */
