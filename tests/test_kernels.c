@@ -18,6 +18,7 @@
  * of K-quant terms into a scale part and a min part of similar magnitude.
  */
 #include <float.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -715,6 +716,85 @@ TEST(matmul_argmax_equals_argmax_of_rows) {
     mem_free(x), mem_free(qx), mem_free(y);
 }
 
+/* tensor_matmul_opts.epilogue: every result of every matrix is in exactly
+ * one region, each region's rows start at a multiple of 16 and end at one
+ * or at the matrix's last row, and its results are final when it is
+ * called (equal to a plain product's): two matrices of 40 and 200 rows, Q4_1,
+ * Q8_0 and F32, at 1, 5, 16 and 21 tokens, every table. */
+struct epi_check {
+    const float *y[2], *ref[2];
+    int64_t rows[2];
+    int *seen[2];
+    atomic_int bad;
+};
+
+static void epi_count(void *arg, int mat, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    struct epi_check *e = arg;
+    if (mat < 0 || mat > 1 || r0 % 16 || (r1 % 16 && r1 != e->rows[mat]) || r0 >= r1 || r1 > e->rows[mat]) {
+        atomic_fetch_add(&e->bad, 1);
+        return;
+    }
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t r = r0; r < r1; r++) {
+            __atomic_fetch_add(&e->seen[mat][t * e->rows[mat] + r], 1, __ATOMIC_RELAXED);
+            if (f32_to_bits(e->y[mat][t * e->rows[mat] + r]) != f32_to_bits(e->ref[mat][t * e->rows[mat] + r]))
+                atomic_fetch_add(&e->bad, 1);
+        }
+}
+
+TEST(matmul_epilogue_sees_every_result_once) {
+    static const int types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_F32};
+    static const int64_t toks[] = {1, 5, 16, 21};
+    const int64_t cols = 256, rows[2] = {40, 200};
+    uint64_t rng = 29;
+    struct pool *pool = pool_create(2, NULL);
+    REQUIRE(pool);
+    float *x = random_floats(cols * 21, &rng);
+    float *y[2], *ref[2];
+    int *seen[2];
+    for (int i = 0; i < 2; i++) {
+        y[i] = mem_alloc_aligned(sizeof(float) * (size_t)(rows[i] * 21));
+        ref[i] = mem_alloc_aligned(sizeof(float) * (size_t)(rows[i] * 21));
+        seen[i] = calloc((size_t)(rows[i] * 21), sizeof(int));
+        REQUIRE(y[i] && ref[i] && seen[i]);
+    }
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        int type = types[ti];
+        size_t rb = tensor_row_size(type, cols);
+        struct tensor_matrix m[2];
+        const struct tensor_matrix *mp[2] = {&m[0], &m[1]};
+        for (int i = 0; i < 2; i++) {
+            void *data = mem_alloc_aligned(rb * (size_t)rows[i]);
+            tensor_fill_random(type, data, rows[i], cols, rb, TENSOR_FILL_BITS, test_rand_u64(&rng));
+            m[i] = (struct tensor_matrix){.type = type, .rows = rows[i], .cols = cols, .row_bytes = rb, .data = data};
+        }
+        void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, 21) + 64);
+        for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+            const struct tensor_kernels *k = tensor_kernels_get(isa);
+            if (!k) continue;
+            for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
+                int64_t nt = toks[i];
+                CHECK_EQ_INT(tensor_matmul_n(pool, k, 2, mp, x, cols, ref, rows, nt, scratch), KVIK_OK);
+                struct epi_check e = {.y = {y[0], y[1]}, .ref = {ref[0], ref[1]}, .rows = {rows[0], rows[1]},
+                                      .seen = {seen[0], seen[1]}};
+                for (int j = 0; j < 2; j++) memset(seen[j], 0, sizeof(int) * (size_t)(rows[j] * nt));
+                struct tensor_matmul_opts o = {.epilogue = epi_count, .epilogue_arg = &e};
+                CHECK_EQ_INT(tensor_matmul_opt(pool, k, 2, mp, x, cols, y, rows, nt, scratch, &o), KVIK_OK);
+                int once = 1;
+                for (int j = 0; j < 2; j++)
+                    for (int64_t q = 0; q < rows[j] * nt; q++) once &= seen[j][q] == 1;
+                CHECK_MSG(once && atomic_load(&e.bad) == 0, "%s %s, %lld tokens: epilogue regions wrong (%d bad)",
+                          k->name, tensor_type_name(type), (long long)nt, atomic_load(&e.bad));
+            }
+        }
+        mem_free(scratch);
+        for (int i = 0; i < 2; i++) mem_free((void *)m[i].data);
+    }
+    pool_free(pool);
+    for (int i = 0; i < 2; i++) mem_free(y[i]), mem_free(ref[i]), free(seen[i]);
+    mem_free(x);
+}
+
 /* silu_mul of every table against silu(x) * u in double: within a few ulp
  * of the result over |x| up to 90 (past the exponential's floor), exactly
  * 0 for x = 0, finite everywhere; and the same bits whatever the runs the
@@ -760,6 +840,39 @@ TEST(silu_mul_matches_double_and_ignores_cuts) {
 /* argmax of every table against a plain first-maximum loop: random lengths
  * (below, at and past the vector width), many ties, NaN (also first),
  * infinities, signed zeros, all-NaN and all -inf rows. */
+/* rope of every table against the pair formula with each product rounded
+ * (in float, no fused multiply-add), bit for bit, at lengths 2..70 (the
+ * 512-bit table's masked tails) and at offsets into the arrays; inf and NaN
+ * inputs give the formula's inf and NaN. */
+TEST(rope_is_the_pair_formula_bit_for_bit) {
+    enum { MAXN = 70 };
+    uint64_t rng = 5;
+    float *x = random_floats(MAXN + 2, &rng), *ang = random_floats(MAXN / 2 + 1, &rng);
+    float cs[MAXN + 2], want[MAXN + 2], got[MAXN + 2];
+    for (int i = 0; i < MAXN / 2 + 1; i++) cs[2 * i] = cosf(3.0f * ang[i]), cs[2 * i + 1] = sinf(3.0f * ang[i]);
+    x[5] = INFINITY, x[12] = NAN;
+    for (int n = 2; n <= MAXN; n += 2)
+        for (int off = 0; off <= 2; off += 2) {
+            for (int i = 0; i < n; i += 2) {
+                volatile float a = x[off + i] * cs[off + i], b = x[off + i + 1] * cs[off + i + 1];
+                volatile float c = x[off + i] * cs[off + i + 1], d = x[off + i + 1] * cs[off + i];
+                want[i] = a - b, want[i + 1] = c + d;
+            }
+            for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+                const struct tensor_kernels *k = tensor_kernels_get(isa);
+                if (!k) continue;
+                memcpy(got, x + off, sizeof(float) * (size_t)(n + 2));
+                k->rope(got, cs + off, n);
+                bool same = true;
+                for (int i = 0; i < n; i++) same &= f32_to_bits(got[i]) == f32_to_bits(want[i]) ||
+                                                    (got[i] != got[i] && want[i] != want[i]);
+                CHECK_MSG(same, "%s rope of %d values at %d differs", k->name, n, off);
+                CHECK_MSG(f32_to_bits(got[n]) == f32_to_bits(x[off + n]), "%s rope wrote past %d values", k->name, n);
+            }
+        }
+    mem_free(x), mem_free(ang);
+}
+
 TEST(argmax_is_the_first_maximum) {
     static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, FLT_MAX};
     struct prng rng;

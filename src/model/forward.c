@@ -16,8 +16,9 @@
  * then logits = Wout (rmsnorm(x) * output_norm) for the marked tokens.
  *
  * All buffers are allocated once in model_ctx_new; a forward allocates
- * nothing. Weight products go through tensor_matmul on the thread pool;
- * attention is split into (sequence, K/V head, block of the sequence's
+ * nothing. Weight products go through tensor_matmul on the thread pool
+ * (the norms, the gating, the residual sums, rope and the K/V store, and
+ * the logits' argmax folded into them: tensor_matmul_opts); attention is split into (sequence, K/V head, block of the sequence's
  * tokens) items on the same pool: one kernel call per item reads the K/V
  * head's cached rows once for every query head of the group and every
  * token of the block (tensor.h, attention).
@@ -175,19 +176,6 @@ static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float po
     }
 }
 
-/* Rotates adjacent pairs (v[2i], v[2i+1]) of each head by the angles cs. */
-static void rope(float *v, int n_heads, int head_dim, int rope_dim, const float *cs) {
-    for (int i = 0; i < rope_dim / 2; i++) {
-        float c = cs[2 * i], s = cs[2 * i + 1];
-        for (int h = 0; h < n_heads; h++) {
-            float *p = v + (size_t)h * head_dim + 2 * i;
-            float x0 = p[0], x1 = p[1];
-            p[0] = x0 * c - x1 * s;
-            p[1] = x0 * s + x1 * c;
-        }
-    }
-}
-
 /* gate[i] = silu(gate[i]) * up[i] over n values (the kernel table's
  * silu_mul), cut into one run per thread (each value is computed the same
  * way wherever it falls). */
@@ -211,10 +199,6 @@ static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
     else pool_run(c->pool, glu_worker, &job);
 }
 
-static kvik_status matmul(struct model_ctx *c, const struct tensor_matrix *w, const float *x, float *y, int n) {
-    return tensor_matmul(c->pool, c->k, w, x, w->cols, y, w->rows, n, c->scratch);
-}
-
 /* c->x += W x (the residual stream), through c->xn. */
 static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n) {
     return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
@@ -233,25 +217,69 @@ static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix
     return matmul_residual(c, w, gate, n);
 }
 
+/* What the Q/K/V products do with the rows they have just computed, on
+ * the thread that computed them (tensor_matmul_opts.epilogue): rotate Q
+ * and K (rope, pair by pair as rope() does, so the same bits), and with an
+ * F16 or F32 cache (a value per element, so any run of rows) store K and V
+ * into it; a cache of blocks (Q8_0) is stored whole rows at a time at the
+ * start of attention. Row ranges start at multiples of 16, so no pair is
+ * cut. mat0: the call's first matrix (0 Q, 1 K, 2 V). */
+struct qkv_epi {
+    struct model_ctx *c;
+    struct kv_cache *kv;
+    const struct model_batch *b;
+    int layer, mat0;
+    from_float_fn store; /* F16: the converter; F32: NULL (copied) */
+    bool store_rows;     /* the cache is stored here */
+};
+
+static void qkv_epilogue(void *arg, int mi, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+    const struct qkv_epi *e = arg;
+    struct model_ctx *c = e->c;
+    const struct model_hparams *hp = &c->m->hp;
+    int mat = e->mat0 + mi, hd = hp->head_dim;
+    size_t dim = (size_t)(mat == 0 ? hp->n_head : hp->n_head_kv) * (size_t)hd;
+    float *base = mat == 0 ? c->q : mat == 1 ? c->kv_k : c->kv_v;
+    for (int64_t t = t0; t < t1; t++) {
+        float *row = base + (size_t)t * dim;
+        if (mat < 2) {
+            const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
+            for (int64_t h0 = r0 / hd * hd; h0 < r1; h0 += hd) { /* each head's rotated part in the range */
+                int64_t a = h0 > r0 ? h0 : r0, z = h0 + hp->rope_dim < r1 ? h0 + hp->rope_dim : r1;
+                if (z > a) c->k->rope(row + a, cs + (a - h0), z - a);
+            }
+        }
+        if (mat == 0 || !e->store_rows) continue;
+        uint8_t *dst = e->kv->row(e->kv, e->layer, e->b->seq[t], e->b->pos[t], mat == 2);
+        if (e->store) e->store(row + r0, dst + (size_t)r0 * 2, r1 - r0);
+        else memcpy(dst + (size_t)r0 * sizeof(float), row + r0, (size_t)(r1 - r0) * sizeof(float));
+    }
+}
+
 /* Two or three products of rmsnorm(c->x) * norm in one pass over the pool:
  * each row normalised as it is quantized when the activation types agree;
  * else c->xn is normalised here and the products go one by one. */
 static kvik_status matmul3_norm(struct model_ctx *c, int n, const float *norm, const struct tensor_matrix *w0,
                                 float *y0, const struct tensor_matrix *w1, float *y1, const struct tensor_matrix *w2,
-                                float *y2) {
+                                float *y2, struct qkv_epi *epi) {
     const struct model_hparams *hp = &c->m->hp;
     const struct tensor_matrix *w[3] = {w0, w1, w2};
     float *y[3] = {y0, y1, y2};
     int64_t ys[3] = {w0->rows, w1->rows, w2 ? w2->rows : 0};
     int count = w2 ? 3 : 2;
-    kvik_status st = tensor_matmul_norm_n(c->pool, c->k, count, w, c->x, hp->n_embd, norm, hp->rms_eps, y, ys, n,
-                                          c->scratch);
+    struct tensor_matmul_opts o = {.norm_w = norm, .norm_eps = hp->rms_eps};
+    if (epi) o.epilogue = qkv_epilogue, o.epilogue_arg = epi, epi->mat0 = 0;
+    kvik_status st = tensor_matmul_opt(c->pool, c->k, count, w, c->x, hp->n_embd, y, ys, n, c->scratch, &o);
     if (st != KVIK_ERR_INVALID_ARG) return st;
     for (int t = 0; t < n; t++)
         tensor_rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
-    st = tensor_matmul_n(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch);
+    o.norm_w = NULL;
+    st = tensor_matmul_opt(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch, &o);
     if (st != KVIK_ERR_INVALID_ARG) return st;
-    for (int i = 0; i < count && !st; i++) st = matmul(c, w[i], c->xn, y[i], n);
+    for (int i = 0; i < count && !st; i++) {
+        if (epi) epi->mat0 = i;
+        st = tensor_matmul_opt(c->pool, c->k, 1, &w[i], c->xn, w0->cols, &y[i], &ys[i], n, c->scratch, &o);
+    }
     return st;
 }
 
@@ -295,23 +323,21 @@ struct attn_job {
     const struct model_batch *b;
     int layer;
     from_float_fn store; /* F32 -> the cache's row type; NULL: F32 rows, copied */
+    bool stored;         /* the Q/K/V products' epilogue stored the rows already */
     atomic_int next;
     atomic_bool failed;
     _Alignas(64) atomic_int next_tok;
     _Alignas(64) atomic_int toks_done;
 };
 
-/* Token t's query and key rows rotated, and its K and V rows stored in the
- * cache (model_forward checked that the cache has them). */
-static void rope_and_store(struct attn_job *job, int t) {
+/* Token t's K and V rows (rotated by the products' epilogue) stored in a
+ * cache of blocks (model_forward checked that the cache has them). */
+static void store_rows(struct attn_job *job, int t) {
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
     const struct model_batch *b = job->b;
     struct kv_cache *kv = job->kv;
-    size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
-    rope(c->q + t * q_dim, hp->n_head, hp->head_dim, hp->rope_dim, cs);
-    rope(c->kv_k + t * kv_dim, hp->n_head_kv, hp->head_dim, hp->rope_dim, cs);
+    size_t kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     void *kr = kv->row(kv, job->layer, b->seq[t], b->pos[t], false);
     void *vr = kv->row(kv, job->layer, b->seq[t], b->pos[t], true);
     if (job->store) {
@@ -342,21 +368,22 @@ static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int l
     return n_spans;
 }
 
-/* First the batch's tokens are rotated and cached, token by token from a
- * shared counter, and every thread waits until all are (attention reads
- * them); then the items, each one call of the kernel table's attention with
+/* With a cache of blocks, first the batch's K/V rows are stored, token by
+ * token from a shared counter, and every thread waits until all are
+ * (attention reads them; an F16 or F32 cache got them from the products'
+ * epilogue); then the items, each one call of the kernel table's attention with
  * the item's query rows. (Claiming the next item ahead and prefetching its
  * first rows measured no faster: the kernel's own prefetch already fills
  * the line fill buffers.) */
 static void attn_worker(void *arg, int ith, int nth) {
     struct attn_job *job = arg;
-    for (;;) {
+    for (; !job->stored;) {
         int t = atomic_fetch_add_explicit(&job->next_tok, 1, memory_order_relaxed);
         if (t >= job->b->n) break;
-        rope_and_store(job, t);
+        store_rows(job, t);
         atomic_fetch_add_explicit(&job->toks_done, 1, memory_order_release);
     }
-    while (atomic_load_explicit(&job->toks_done, memory_order_acquire) < job->b->n) cpu_relax();
+    while (!job->stored && atomic_load_explicit(&job->toks_done, memory_order_acquire) < job->b->n) cpu_relax();
     struct model_ctx *c = job->c;
     const struct model_hparams *hp = &c->m->hp;
     struct kv_cache *kv = job->kv;
@@ -435,6 +462,8 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
                        kv->row_floats, tensor_type_name(kv->type), kv_dim, hp->head_dim);
     from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : c->k->quantize[kv->type];
     if (kv->type != TENSOR_TYPE_F32 && !store) store = tensor_type_traits(kv->type)->from_float;
+    struct qkv_epi epi = {.c = c, .kv = kv, .b = b, .store = store,
+                          .store_rows = kv->type == TENSOR_TYPE_F32 || kv->type == TENSOR_TYPE_F16};
     const bool prof = c->prof.n_tokens == n;
     int64_t t_mark = prof ? clock_ns() : 0;
     if (prof) c->prof.calls++;
@@ -467,16 +496,17 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];
-        if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v))) break;
+        epi.layer = l;
+        if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v, &epi))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_QKV);
-        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .store = store};
+        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .store = store, .stored = epi.store_rows};
         pool_run(c->pool, attn_worker, &job);
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
         prof_mark(c, prof, &t_mark, MODEL_PHASE_ATTN);
         if ((st = matmul_residual(c, &L->wo, c->attn, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
-        if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL))) break;
+        if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, NULL))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU); /* now part of the down product */
         if ((st = down_residual(c, &L->w_down, c->gate, c->up, n))) break;

@@ -37,6 +37,19 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
     }
 }
 
+/* rope: eight pairs a vector. Even lanes x0 c - x1 s, odd lanes x1 c + x0 s
+ * (the scalar x0 s + x1 c: the same two rounded products, added). */
+static void rope_x86(float *x, const float *cs, int64_t n) {
+    const __mmask16 odd = 0xAAAA;
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i), a = _mm512_maskz_loadu_ps(k, cs + i);
+        __m512 t1 = _mm512_mul_ps(v, _mm512_moveldup_ps(a));                              /* x0 c, x1 c */
+        __m512 t2 = _mm512_mul_ps(_mm512_permute_ps(v, 0xB1), _mm512_movehdup_ps(a));     /* x1 s, x0 s */
+        _mm512_mask_storeu_ps(x + i, k, _mm512_mask_add_ps(_mm512_sub_ps(t1, t2), odd, t1, t2));
+    }
+}
+
 static int64_t argmax_x86(const float *x, int64_t n) {
     float x0 = x[0] != x[0] ? -INFINITY : x[0];
     __m512 bv = _mm512_set1_ps(x0);

@@ -23,11 +23,12 @@ static void init_tables(void) {
 #ifndef KVIK_NO_SIMD
     const struct cpu_features *f = cpu_features_get();
     /* The SIMD tables reuse the scalar activation quantizers, and the
-     * scalar argmax where they have none of their own (AVX2). */
+     * scalar argmax and rope where they have none of their own (AVX2). */
     for (int isa = TENSOR_ISA_AVX2; isa < TENSOR_ISA_COUNT; isa++) {
         memcpy(g_tables[isa].quantize, g_tables[TENSOR_ISA_SCALAR].quantize,
                sizeof g_tables[isa].quantize);
         g_tables[isa].argmax = g_tables[TENSOR_ISA_SCALAR].argmax;
+        g_tables[isa].rope = g_tables[TENSOR_ISA_SCALAR].rope;
     }
     if (f->avx2 && f->fma && f->f16c) {
         tensor_kernels_init_avx2(&g_tables[TENSOR_ISA_AVX2]);

@@ -50,6 +50,8 @@ struct matmul_job {
     float *acc;          /* acc[t][r] += y[t][r] (matrix 0), per item */
     int64_t acc_stride;
     uint64_t *best;      /* per token, the best (value, row) of matrix 0 so far (argmax_key) */
+    void (*epilogue)(void *arg, int mat, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+    void *epilogue_arg;
     float norm_eps;
     bool whole[MAX_MATS]; /* matrix i goes to rows_product, a work item's row groups per call */
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
@@ -264,6 +266,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
                 atomic_store_explicit(&job->failed, true, memory_order_relaxed);
             add_region(job, mi, local * chunk, end, 0, job->n_tok);
             argmax_region(job, mi, local * chunk, end, 0, job->n_tok);
+            if (job->epilogue) job->epilogue(job->epilogue_arg, mi, local * chunk, end, 0, job->n_tok);
             continue;
         }
         int64_t rc = local % n_row_chunks, tb = local / n_row_chunks;
@@ -272,6 +275,7 @@ static void matmul_worker(void *arg, int ith, int nth) {
         run_tile(job, mi, r0, r1, t0, t1);
         add_region(job, mi, r0, r1, t0, t1);
         argmax_region(job, mi, r0, r1, t0, t1);
+        if (job->epilogue) job->epilogue(job->epilogue_arg, mi, r0, r1, t0, t1);
     }
 }
 
@@ -354,7 +358,8 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
                              .n_tok = n_tok, .norm_w = o->norm_w, .norm_eps = o->norm_eps, .glu_up = o->glu_up,
                              .up_stride = o->up_stride, .acc = o->acc, .acc_stride = o->acc_stride,
-                             .best = (uint64_t *)o->argmax};
+                             .best = (uint64_t *)o->argmax, .epilogue = o->epilogue,
+                             .epilogue_arg = o->epilogue_arg};
     if (job.best) memset(job.best, 0, (size_t)n_tok * sizeof *job.best); /* below every key */
     job.n_tok_blocks = (n_tok + TOK_BLOCK - 1) / TOK_BLOCK;
     for (int i = 0; i < n_mats; i++) {

@@ -158,6 +158,11 @@ struct tensor_kernels {
     /* The first index of the largest of x[0..n) (n >= 1); a NaN is never
      * larger than anything (x[0] NaN counts as -inf), -0 equals +0. */
     int64_t (*argmax)(const float *x, int64_t n);
+    /* Rotary embedding of n values (n even): each pair (x[i], x[i+1])
+     * by the angle whose cosine and sine are cs[i], cs[i+1], giving
+     * x0 c - x1 s and x0 s + x1 c, each product rounded before the sum
+     * (no fused multiply-add): the same bits in every table. */
+    void (*rope)(float *x, const float *cs, int64_t n);
     /* Optional whole products (AMX): weight rows [r0, r1), r0 a multiple
      * of rows_group (any number of groups), against all n_tok activation
      * rows: the quantized rows xq and what pack[activation type] made of
@@ -249,6 +254,12 @@ kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k,
  *     the whole row, found by each thread in the part it computed (no
  *     second pass over the results); -1 may be reported instead for a
  *     row holding a NaN (the caller then looks itself).
+ *   - epilogue: called by the thread that computed them, for each region
+ *     of results as it is done: rows [r0, r1) of matrix `mat` for tokens
+ *     [t0, t1). Regions do not overlap and together cover every result; r0
+ *     is a multiple of 16, r1 one too or the matrix's last row. For work
+ *     on results while they are in the computing core's cache (the
+ *     forward pass's rope and K/V store).
  * Every result is the same bits as doing the step separately. The row
  * steps need a quantized activation type and at most TENSOR_NORM_MAX_COLS
  * columns, else KVIK_ERR_INVALID_ARG (the caller does them itself). */
@@ -260,6 +271,8 @@ struct tensor_matmul_opts {
     float *acc;
     int64_t acc_stride;
     int64_t *argmax;
+    void (*epilogue)(void *arg, int mat, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+    void *epilogue_arg;
 };
 
 /* tensor_matmul_n with the steps of opts (NULL: none). */

@@ -271,6 +271,14 @@ static void silu_mul_scalar(float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+static void rope_scalar(float *x, const float *cs, int64_t n) {
+    for (int64_t i = 0; i + 1 < n; i += 2) {
+        float c = cs[i], s = cs[i + 1], x0 = x[i], x1 = x[i + 1];
+        x[i] = x0 * c - x1 * s;
+        x[i + 1] = x0 * s + x1 * c;
+    }
+}
+
 /* Four running maxima, each keeping its first, then the largest of them
  * and the lowest index among equals. */
 static int64_t argmax_scalar(const float *x, int64_t n) {
@@ -292,6 +300,7 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->attn = attn_scalar;
     k->silu_mul = silu_mul_scalar;
     k->argmax = argmax_scalar;
+    k->rope = rope_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16_scalar;
     k->vec_dot[TENSOR_TYPE_BF16] = vec_dot_bf16_scalar;

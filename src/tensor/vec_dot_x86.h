@@ -632,7 +632,8 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->attn = attn_x86;
     k->silu_mul = silu_mul_x86;
 #ifdef __AVX512F__
-    k->argmax = argmax_x86; /* AVX2 keeps the scalar table's (dispatch.c) */
+    k->argmax = argmax_x86; /* AVX2 keeps the scalar table's (dispatch.c), and its rope */
+    k->rope = rope_x86;
 #endif
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32;
     k->vec_dot[TENSOR_TYPE_F16] = vec_dot_f16;
