@@ -720,7 +720,8 @@ TEST(matmul_argmax_equals_argmax_of_rows) {
  * one region, each region's rows start at a multiple of 16 and end at one
  * or at the matrix's last row, and its results are final when it is
  * called (equal to a plain product's): two matrices of 40 and 200 rows, Q4_1,
- * Q8_0 and F32, at 1, 5, 16 and 21 tokens, every table. */
+ * Q8_0 and F32, at 1, 5, 16 and 21 tokens, every table, on pools of 2, 3
+ * and 5 threads (uneven ranges of items, and threads taking each other's). */
 struct epi_check {
     const float *y[2], *ref[2];
     int64_t rows[2];
@@ -747,8 +748,6 @@ TEST(matmul_epilogue_sees_every_result_once) {
     static const int64_t toks[] = {1, 5, 16, 21};
     const int64_t cols = 256, rows[2] = {40, 200};
     uint64_t rng = 29;
-    struct pool *pool = pool_create(2, NULL);
-    REQUIRE(pool);
     float *x = random_floats(cols * 21, &rng);
     float *y[2], *ref[2];
     int *seen[2];
@@ -769,9 +768,11 @@ TEST(matmul_epilogue_sees_every_result_once) {
             m[i] = (struct tensor_matrix){.type = type, .rows = rows[i], .cols = cols, .row_bytes = rb, .data = data};
         }
         void *scratch = mem_alloc_aligned(tensor_matmul_scratch_size(type, cols, 21) + 64);
-        for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
-            const struct tensor_kernels *k = tensor_kernels_get(isa);
+        for (int isa = 0; isa < TENSOR_ISA_COUNT * 3; isa++) {
+            const struct tensor_kernels *k = tensor_kernels_get(isa % TENSOR_ISA_COUNT);
             if (!k) continue;
+            struct pool *pool = pool_create(isa < TENSOR_ISA_COUNT ? 2 : isa < 2 * TENSOR_ISA_COUNT ? 3 : 5, NULL);
+            REQUIRE(pool);
             for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
                 int64_t nt = toks[i];
                 CHECK_EQ_INT(tensor_matmul_n(pool, k, 2, mp, x, cols, ref, rows, nt, scratch), KVIK_OK);
@@ -783,14 +784,15 @@ TEST(matmul_epilogue_sees_every_result_once) {
                 int once = 1;
                 for (int j = 0; j < 2; j++)
                     for (int64_t q = 0; q < rows[j] * nt; q++) once &= seen[j][q] == 1;
-                CHECK_MSG(once && atomic_load(&e.bad) == 0, "%s %s, %lld tokens: epilogue regions wrong (%d bad)",
-                          k->name, tensor_type_name(type), (long long)nt, atomic_load(&e.bad));
+                CHECK_MSG(once && atomic_load(&e.bad) == 0,
+                          "%s %s, %lld tokens, %d threads: epilogue regions wrong (%d bad)", k->name,
+                          tensor_type_name(type), (long long)nt, pool_size(pool), atomic_load(&e.bad));
             }
+            pool_free(pool);
         }
         mem_free(scratch);
         for (int i = 0; i < 2; i++) mem_free((void *)m[i].data);
     }
-    pool_free(pool);
     for (int i = 0; i < 2; i++) mem_free(y[i]), mem_free(ref[i]), free(seen[i]);
     mem_free(x);
 }

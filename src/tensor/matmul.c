@@ -26,7 +26,7 @@
 
 #include "tensor/kernels.h"
 
-enum { WHOLE_FEW_TOKENS = 64 };
+enum { WHOLE_FEW_TOKENS = 64, MAX_RANGES = 64 };
 enum { ROW_CHUNK = 16, TOK_BLOCK = 32, MAX_MATS = 4, ITEMS_PER_THREAD = 4, MIN_STREAM = 64 << 10, MAX_STREAM = 1 << 20 };
 
 struct matmul_job {
@@ -57,6 +57,10 @@ struct matmul_job {
     int64_t row_chunk[MAX_MATS]; /* rows per work item (a multiple of rows_group for those) */
     atomic_bool failed; /* a kernel could not allocate its buffers */
     _Alignas(64) atomic_llong next_tile;
+    /* ranges (whole products of a few tokens): thread i owns items [lo, hi)
+     * of the call, front and back packed in one word, front << 32 | back */
+    bool ranges;
+    _Alignas(64) _Atomic uint64_t range[MAX_RANGES];
     _Alignas(64) atomic_llong rows_done;
     _Alignas(64) atomic_llong next_pack;
     _Alignas(64) atomic_llong packs_done;
@@ -246,14 +250,30 @@ static void argmax_region(struct matmul_job *job, int mi, int64_t r0, int64_t r1
     }
 }
 
+/* The next item of thread ith with ranges: the front of its own range,
+ * else (its range done) the back of another's; -1 when none is left. */
+static long long claim_range(struct matmul_job *job, int ith, int nth) {
+    for (int k = 0; k < nth; k++) {
+        _Atomic uint64_t *r = &job->range[(ith + k) % nth];
+        uint64_t cur = atomic_load_explicit(r, memory_order_relaxed);
+        for (;;) {
+            uint32_t front = (uint32_t)(cur >> 32), back = (uint32_t)cur;
+            if (front >= back) break;
+            uint64_t next = k == 0 ? cur + (1ull << 32) : cur - 1;
+            if (atomic_compare_exchange_weak_explicit(r, &cur, next, memory_order_relaxed, memory_order_relaxed))
+                return k == 0 ? front : back - 1;
+        }
+    }
+    return -1;
+}
+
 static void matmul_worker(void *arg, int ith, int nth) {
-    (void)ith;
-    (void)nth;
     struct matmul_job *job = arg;
     int64_t total = job->first_tile[job->n_mats];
     for (;;) {
-        long long tile = atomic_fetch_add_explicit(&job->next_tile, 1, memory_order_relaxed);
-        if (tile >= total) break;
+        long long tile = job->ranges ? claim_range(job, ith, nth)
+                                     : atomic_fetch_add_explicit(&job->next_tile, 1, memory_order_relaxed);
+        if (tile < 0 || tile >= total) break;
         int mi = 0;
         while (tile >= job->first_tile[mi + 1]) mi++;
         int64_t local = tile - job->first_tile[mi];
@@ -304,13 +324,14 @@ static int64_t row_chunk(const struct tensor_matrix *w, int64_t n_tok, size_t ca
         if (!whole) return unit;
         /* A whole product takes every token at once: items of one row
          * group each would make the shared counter a hot spot (the output
-         * matrix alone has thousands). With up to WHOLE_FEW_TOKENS tokens
-         * the product streams its weights, and a thread does best with
-         * long contiguous runs: 2 items per thread (batch-16 decode +8%
-         * over 8: a 576-row matrix was 2-3 row groups an item); with more
-         * tokens it is compute-bound and 8 items per thread balance the
-         * threads better (pp512 -3% with 2). */
-        int64_t per = n_tok <= WHOLE_FEW_TOKENS ? 2 : 8;
+         * matrix alone has thousands); 8 items per thread. With up to
+         * WHOLE_FEW_TOKENS tokens the product streams its weights and a
+         * thread does best with long contiguous runs, which the threads'
+         * ranges of consecutive items give (matmul_n; with items handed
+         * out one by one, 2 per thread were 8% faster than 8); with more
+         * tokens it is compute-bound, and 8 balance the threads better
+         * (pp512 -3% with 2). */
+        int64_t per = 8;
         int64_t rows = (w->rows + (int64_t)n_threads * per - 1) / ((int64_t)n_threads * per);
         return (rows + unit - 1) / unit * unit;
     }
@@ -383,8 +404,21 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
         int64_t items = (w[i]->rows + job.row_chunk[i] - 1) / job.row_chunk[i];
         job.first_tile[i + 1] = job.first_tile[i] + (job.whole[i] ? items : items * job.n_tok_blocks);
     }
-    bool any_whole = false;
-    for (int i = 0; i < n_mats; i++) any_whole |= job.whole[i];
+    bool any_whole = false, all_whole = true;
+    for (int i = 0; i < n_mats; i++) any_whole |= job.whole[i], all_whole &= job.whole[i];
+    int nth = pool_size(pool);
+    if (all_whole && n_tok <= WHOLE_FEW_TOKENS && nth <= MAX_RANGES && job.first_tile[n_mats] < UINT32_MAX) {
+        /* Each thread a contiguous run of items, so that what a thread
+         * prefetches past the end of one item is its next (claimed one by
+         * one from a shared counter, the threads' items alternated: gate/up
+         * at batch 16 -0.2 ms a step); a thread done with its own takes
+         * the others' last items. */
+        job.ranges = true;
+        for (int i = 0; i < nth; i++) {
+            uint64_t lo = (uint64_t)(job.first_tile[n_mats] * i / nth), hi = (uint64_t)(job.first_tile[n_mats] * (i + 1) / nth);
+            atomic_init(&job.range[i], lo << 32 | hi);
+        }
+    }
     if (job.vt != TENSOR_TYPE_F32) {
         if (!k->quantize[job.vt] || job.cols % tensor_type_traits(job.vt)->block_size != 0)
             return KVIK_ERR_UNSUPPORTED;
