@@ -797,6 +797,49 @@ TEST(matmul_epilogue_sees_every_result_once) {
     mem_free(x);
 }
 
+/* quantize_tile (the AMX table's) against quantize then pack, byte for
+ * byte over the whole packed buffer: Q8_0 and Q8_1 at 2, 5, 16 and 21
+ * tokens (the padding of a partial tile written by the NULL calls), rows
+ * with a NaN block (the reference's block), an all-zero block and large
+ * values. */
+TEST(quantize_tile_equals_quantize_then_pack) {
+    static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1};
+    static const int64_t toks[] = {2, 5, 16, 21};
+    const int64_t cols = 192;
+    const struct tensor_kernels *k = NULL;
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *t = tensor_kernels_get(isa);
+        if (t && t->quantize_tile[TENSOR_TYPE_Q8_1]) k = t;
+    }
+    if (!k) return; /* no table quantizes into tiles on this CPU */
+    uint64_t rng = 41;
+    float *x = random_floats(cols * 21, &rng);
+    x[3 * cols + 40] = NAN;                                          /* token 3, block 1 */
+    for (int i = 0; i < 32; i++) x[7 * cols + 64 + i] = 0.0f;         /* token 7, block 2 */
+    for (int i = 0; i < 32; i++) x[18 * cols + 128 + i] *= 1e30f;     /* token 18, block 4 */
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        int vt = types[ti];
+        size_t xq_row = tensor_row_size(vt, cols), room = k->packed_size[vt](cols, 21);
+        uint8_t *xq = mem_alloc_aligned(xq_row * 21), *want = mem_alloc_aligned(room), *got = mem_alloc_aligned(room);
+        REQUIRE(xq && want && got);
+        for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
+            int64_t nt = toks[i], size = (int64_t)k->packed_size[vt](cols, nt);
+            for (int fill = 0xA5; fill <= 0xA6; fill++) { /* bytes neither writes (Q8_0's s_y) keep the fill */
+                memset(want, fill, room), memset(got, fill, room);
+                for (int64_t t = 0; t < nt; t++) k->quantize[vt](x + t * cols, xq + (size_t)t * xq_row, cols);
+                for (int64_t tile = 0; tile * 16 < nt; tile++)
+                    k->pack[vt](xq, xq_row, cols, tile, 0, cols / 32, nt, want);
+                for (int64_t t = nt - 1; t >= 0; t--) k->quantize_tile[vt](x + t * cols, cols, t, got);
+                for (int64_t t = nt; t % 16; t++) k->quantize_tile[vt](NULL, cols, t, got);
+                CHECK_MSG(!memcmp(want, got, (size_t)size), "%s %s, %lld tokens: tiles differ", k->name,
+                          tensor_type_name(vt), (long long)nt);
+            }
+        }
+        mem_free(xq), mem_free(want), mem_free(got);
+    }
+    mem_free(x);
+}
+
 /* silu_mul of every table against silu(x) * u in double: within a few ulp
  * of the result over |x| up to 90 (past the exponential's floor), exactly
  * 0 for x = 0, finite everywhere; and the same bits whatever the runs the

@@ -43,6 +43,7 @@ struct matmul_job {
     size_t xq_row;
     uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
     bool pack;       /* a matrix goes to rows_product: pack the rows once all are quantized */
+    bool tile_own;   /* ... or each thread quantizes its rows straight into the tiles (quantize_tile) */
     int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units */
     const float *norm_w; /* normalise each row first (tensor_matmul_opt) */
     const float *glu_up; /* or each row silu(x) * up */
@@ -68,17 +69,27 @@ struct matmul_job {
 
 enum { PACK_BLOCKS = 8 }; /* activation blocks per pack unit */
 
+/* Where thread i's share of the rows starts (i == nth: the end); with
+ * tile_own at a multiple of 8 tokens, where the tiles' lines split. */
+static int64_t rows_from(const struct matmul_job *job, int i, int nth) {
+    int64_t t = job->n_tok * i / nth;
+    if (job->tile_own && i < nth) t = (t + 4) / 8 * 8 < job->n_tok ? (t + 4) / 8 * 8 : job->n_tok;
+    return t;
+}
+
 /* Thread ith of nth normalises (norm_w) or gates (glu_up) and quantizes its
- * share of the rows,
- * a fixed range: a shared counter per row cost a cache-line round trip
- * between the cores each, and the rows' lines (written by the other core in
- * the phase before) are all prefetched first. Then, once every row is done
- * (the threads wait for the last one), the packing for the whole products
- * in units of PACK_BLOCKS blocks of one token tile, from a counter. */
+ * share of the rows, a fixed range: a shared counter per row cost a
+ * cache-line round trip between the cores each, and the rows' lines
+ * (written by the other core in the phase before) are all prefetched
+ * first. With tile_own each row goes straight into the whole products'
+ * tiles (the last thread also writes the padding) and the thread counts
+ * itself on packs_done; else into xq, and once every row is (the threads
+ * wait for the last one) the packing for the whole products, in units of
+ * PACK_BLOCKS blocks of one token tile, from a counter. */
 static void quantize_rows(struct matmul_job *job, int ith, int nth) {
     from_float_fn q = job->k->quantize[job->vt];
     float tmp[job->norm_w || job->glu_up ? job->cols : 1]; /* cols <= TENSOR_NORM_MAX_COLS then */
-    int64_t t0 = job->n_tok * ith / nth, t1 = job->n_tok * (ith + 1) / nth;
+    int64_t t0 = rows_from(job, ith, nth), t1 = rows_from(job, ith + 1, nth);
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < job->cols; c += 16) __builtin_prefetch(job->x + t * job->x_stride + c, 0, 3);
     for (int64_t t = t0; t < t1; t++) {
@@ -91,7 +102,14 @@ static void quantize_rows(struct matmul_job *job, int ith, int nth) {
             job->k->silu_mul(tmp, job->glu_up + t * job->up_stride, job->cols);
             x = tmp;
         }
-        q(x, job->xq + (size_t)t * job->xq_row, job->cols);
+        if (job->tile_own) job->k->quantize_tile[job->vt](x, job->cols, t, job->packed);
+        else q(x, job->xq + (size_t)t * job->xq_row, job->cols);
+    }
+    if (job->tile_own) {
+        for (int64_t t = job->n_tok; ith == nth - 1 && t % job->k->rows_group; t++)
+            job->k->quantize_tile[job->vt](NULL, job->cols, t, job->packed);
+        atomic_fetch_add_explicit(&job->packs_done, 1, memory_order_release);
+        return;
     }
     atomic_fetch_add_explicit(&job->rows_done, t1 - t0, memory_order_release);
     if (!job->pack) return;
@@ -350,9 +368,8 @@ static size_t packed_room(int vt, int64_t cols, int64_t n_tok) {
     if (n_tok == 1) /* mat-vec: a sum per block (Q8_0) or 8 x int16 per super-block (Q8_K); nothing for Q8_1 */
         return vt == TENSOR_TYPE_Q8_0 ? (size_t)(cols / 32) * 4 : vt == TENSOR_TYPE_Q8_K ? (size_t)(cols / 256) * 16 : 0;
     size_t tiles = (size_t)((n_tok + 15) / 16);
-    if (vt == TENSOR_TYPE_Q8_0) return tiles * (size_t)(cols / 32) * (512 + 64);
-    /* Q8_1: per block 512 quant bytes, 16 scales, 16 sums */
-    if (vt == TENSOR_TYPE_Q8_1) return tiles * (size_t)(cols / 32) * (512 + 64 + 64);
+    /* Q8_0, Q8_1: per block 512 quant bytes, then two lines of 8 scales (and 8 sums) */
+    if (vt == TENSOR_TYPE_Q8_0 || vt == TENSOR_TYPE_Q8_1) return tiles * (size_t)(cols / 32) * (512 + 128);
     /* Q8_K: per super-block 8 x 512 quant bytes, 16 scales, 8 x 16 sums */
     if (vt == TENSOR_TYPE_Q8_K) return tiles * (size_t)(cols / 256) * (8 * 512 + 64 + 8 * 64);
     return 0;
@@ -431,6 +448,10 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
             job.pack = true;
             job.pack_nb = job.cols / tensor_type_traits(job.vt)->block_size;
             job.pack_units = (n_tok + k->rows_group - 1) / k->rows_group * ((job.pack_nb + PACK_BLOCKS - 1) / PACK_BLOCKS);
+            if (all_whole && n_tok > 1 && k->quantize_tile[job.vt]) { /* no xq rows: threads, not units, counted */
+                job.tile_own = true;
+                job.pack_units = nth;
+            }
         }
         if (n_tok > 1) pool_run(pool, quantize_matmul_worker, &job);
         else quantize_rows(&job, 0, 1);

@@ -177,6 +177,11 @@ struct tensor_kernels {
     void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0,
                                     int64_t b1, int64_t n_tok, void *packed);
     size_t (*packed_size[TENSOR_TYPE_COUNT])(int64_t cols, int64_t n_tok);
+    /* Optional, more than one token: token tok's row x quantized straight
+     * into packed, what quantize[type] then pack make of it (x NULL: the
+     * zeros of a tile's tokens past the last). Threads quantizing tokens
+     * split at multiples of 8 write no cache line in common. */
+    void (*quantize_tile[TENSOR_TYPE_COUNT])(const float *x, int64_t cols, int64_t tok, void *packed);
     /* Optional weight repacking (tensor_matrix.panel), done once at load. */
     size_t (*repack_size[TENSOR_TYPE_COUNT])(int64_t rows, int64_t cols);
     void (*repack[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, void *dst);

@@ -30,6 +30,8 @@
 
 #include "base/base.h"
 #include "tensor/kernels.h"
+#include "tensor/quant_ref.h"
+#include "tensor/quant_x86.h"
 #include "tensor/quants.h"
 
 enum { GROUP = 16 };
@@ -140,7 +142,54 @@ static void vec_dot_q8_0_amx(int64_t n, float *restrict s, const void *restrict 
  * every row group needs. */
 static inline int32_t hsum_epi32(__m256i v);
 
-enum { Q80_TILE_BYTES = 512 + 64 }; /* per block of a packed token tile: the A tile, 16 d_y */
+/* Per block of a packed token tile (Q8_0 and Q8_1 alike): the A tile, then
+ * two 64-byte lines of token scales, tokens 0-7 in the first and 8-15 in
+ * the second, each with d_y at +0 and (Q8_1) s_y at +32, so that threads
+ * quantizing the two halves of a tile (quantize_tile) write no line in
+ * common. */
+enum { Q80_TILE_BYTES = 512 + 128, TILE_SY = 32 };
+static inline size_t tile_dy(int t) { return 512 + (size_t)(t >> 3) * 64 + (size_t)(t & 7) * sizeof(float); }
+
+/* One token's row quantized straight into its tile (what quantize then
+ * pack make of it: the same quants, d and s rounded to f16 and back), or
+ * zeros for x NULL (a tile's tokens past the last). */
+static void quantize_tile_q8(const float *x, int64_t cols, int64_t tok, void *packed, bool has_s) {
+    int64_t nb = cols / QK;
+    uint8_t *tile = (uint8_t *)packed + (size_t)(tok / GROUP) * (size_t)nb * Q80_TILE_BYTES;
+    int t = (int)(tok % GROUP);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *blk = tile + (size_t)b * Q80_TILE_BYTES;
+        float *dy = (float *)(blk + tile_dy(t)), *sy = (float *)(blk + tile_dy(t) + TILE_SY);
+        float d;
+        int32_t sum;
+        if (!x) {
+            memset(blk + 32 * t, 0, 32);
+            *dy = 0.0f;
+            if (has_s) *sy = 0.0f;
+        } else if (q8_block_avx512(x + b * QK, (int8_t *)(blk + 32 * t), &d, &sum)) {
+            *dy = _cvtsh_ss(f16_rne(d));
+            if (has_s) *sy = _cvtsh_ss(f16_rne((float)sum * d));
+        } else if (has_s) { /* a NaN: the reference's block */
+            block_q8_1 y;
+            quantize_row_q8_1_ref(x + b * QK, &y, QK);
+            memcpy(blk + 32 * t, y.qs, 32);
+            *dy = f16t(y.d), *sy = f16t(y.s);
+        } else {
+            block_q8_0 y;
+            quantize_row_q8_0_ref(x + b * QK, &y, QK);
+            memcpy(blk + 32 * t, y.qs, 32);
+            *dy = f16t(y.d);
+        }
+    }
+}
+
+static void quantize_tile_q8_0(const float *x, int64_t cols, int64_t tok, void *packed) {
+    quantize_tile_q8(x, cols, tok, packed, false);
+}
+
+static void quantize_tile_q8_1(const float *x, int64_t cols, int64_t tok, void *packed) {
+    quantize_tile_q8(x, cols, tok, packed, true);
+}
 
 static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0, int64_t b1,
                       int64_t n_tok, void *packed) {
@@ -156,17 +205,17 @@ static void pack_q8_0(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q80_TILE_BYTES;
     for (int64_t b = b0; b < b1; b++) {
         uint8_t *qs = dst + (size_t)b * Q80_TILE_BYTES;
-        float *d = (float *)(qs + 512);
         for (int t = 0; t < GROUP; t++) {
             int64_t tok = tile * GROUP + t;
+            float *d = (float *)(qs + tile_dy(t));
             if (tok >= n_tok) {
                 memset(qs + 32 * t, 0, 32);
-                d[t] = 0.0f;
+                *d = 0.0f;
                 continue;
             }
             const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
             memcpy(qs + 32 * t, y->qs, 32);
-            d[t] = f16t(y->d);
+            *d = f16t(y->d);
         }
     }
 }
@@ -675,10 +724,9 @@ static bool rows_product_q4_K_group(const struct tensor_matrix *w, int64_t r0, i
  */
 
 /* A packed 16-token tile of Q8_1 activations, per block: the tokens' 32
- * quants one after the other (the A tile, 16 x 32 signed bytes), then 16
- * d_y, 16 s_y (floats). (Q8_0 tiles, Q80_TILE_BYTES, are the same without
- * s_y.) */
-enum { Q41_TILE_BYTES = 512 + 64 + 64 };
+ * quants one after the other (the A tile, 16 x 32 signed bytes), then
+ * their d_y and s_y (floats) as for Q8_0 (Q80_TILE_BYTES, tile_dy). */
+enum { Q41_TILE_BYTES = Q80_TILE_BYTES };
 
 /* A repacked record (one group of sixteen rows, one block): 256 bytes of
  * nibbles, then d[16] (f16, row order), and for Q4_1 m[16]. Byte 4 r + i
@@ -717,18 +765,18 @@ static void pack_q8_1(const void *vxq, size_t xq_row, int64_t cols, int64_t tile
     uint8_t *dst = (uint8_t *)packed + (size_t)tile * (size_t)nb * Q41_TILE_BYTES;
     for (int64_t b = b0; b < b1; b++) {
         uint8_t *qs = dst + (size_t)b * Q41_TILE_BYTES;
-        float *d = (float *)(qs + 512), *sy = d + GROUP;
         for (int t = 0; t < GROUP; t++) {
             int64_t tok = tile * GROUP + t;
+            float *d = (float *)(qs + tile_dy(t)), *sy = (float *)(qs + tile_dy(t) + TILE_SY);
             if (tok >= n_tok) {
                 memset(qs + 32 * t, 0, 32);
-                d[t] = sy[t] = 0.0f;
+                *d = *sy = 0.0f;
                 continue;
             }
             const block_q8_1 *y = (const block_q8_1 *)((const uint8_t *)vxq + (size_t)tok * xq_row) + b;
             memcpy(qs + 32 * t, y->qs, 32);
-            d[t] = f16t(y->d);
-            sy[t] = f16t(y->s);
+            *d = f16t(y->d);
+            *sy = f16t(y->s);
         }
     }
 }
@@ -891,19 +939,19 @@ enum tile_kind { KIND_Q8, KIND_Q4_0, KIND_Q4_1 };
 /* The float steps of one block for the tile's tokens: the block sums c
  * (16 tokens x 16 rows, int32); the rows' d from the Q8_0 record (f16) or
  * the panel block (floats, and Q4_1's m); the tokens' d_y (and s_y) at
- * blk + 512 (and blk + 576). */
+ * blk + tile_dy(t) (and TILE_SY further). */
 static inline __attribute__((always_inline)) void block_chain(__m512 acc[GROUP], const int32_t *c, const uint8_t *wb,
                                                                const uint8_t *blk, int nt, const enum tile_kind kind) {
     __m512 d = kind == KIND_Q8 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + GROUP * 32)))
                                : _mm512_load_ps(wb + 512);
     __m512 m = kind == KIND_Q4_1 ? _mm512_load_ps(wb + 576) : d;
-    const float *dy = (const float *)(blk + 512), *sy = dy + GROUP;
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) {
         if (t >= nt) continue;
+        const float *dy = (const float *)(blk + tile_dy(t)), *sy = (const float *)(blk + tile_dy(t) + TILE_SY);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
-                                 _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
-        if (kind == KIND_Q4_1) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(sy[t]), acc[t]);
+                                 _mm512_mul_ps(d, _mm512_set1_ps(*dy)), acc[t]);
+        if (kind == KIND_Q4_1) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(*sy), acc[t]);
     }
 }
 
@@ -1289,6 +1337,8 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->rows_product[TENSOR_TYPE_Q4_1] = rows_product_q4_1;
     k->vec_dot[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_amx;
     k->pack[TENSOR_TYPE_Q8_1] = pack_q8_1;
+    k->quantize_tile[TENSOR_TYPE_Q8_1] = quantize_tile_q8_1;
+    k->quantize_tile[TENSOR_TYPE_Q8_0] = quantize_tile_q8_0;
     k->packed_size[TENSOR_TYPE_Q8_1] = packed_size_q8_1;
     k->pack[TENSOR_TYPE_Q8_K] = pack_q8_K;
     k->packed_size[TENSOR_TYPE_Q8_K] = packed_size_q8_K;
