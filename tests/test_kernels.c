@@ -228,7 +228,9 @@ TEST(vec_dot_q4_1_extremes) {
 /* Every table's activation quantizers against the scalar reference, byte for
  * byte (a kernel's bits depend on them): random rows with an outlier, and
  * blocks made to hit roundf's ties (d = 1: x = k + 0.5), values just below a
- * tie, zeros, signed zeros, subnormals (1 / d overflows), inf and NaN. */
+ * tie, zeros, signed zeros, subnormals (1 / d overflows), inf and NaN,
+ * in runs of sixteen blocks (the 512-bit quantizers' unit) with and without
+ * a NaN block. */
 TEST(activation_quantizers_equal_reference) {
     enum { N = 12 * QK_K };
     static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q8_K, TENSOR_TYPE_F16};
@@ -246,6 +248,11 @@ TEST(activation_quantizers_equal_reference) {
     x[7 * QK + 5] = NAN;
     x[8 * QK + 31] = NAN, x[8 * QK] = 3.0e38f;
     for (int i = 0; i < QK; i++) x[9 * QK + i] = -2.0e38f + (float)i * 1.0e37f;
+    /* the same blocks but the NaN ones again from block 16 and from block 33
+     * (runs of sixteen blocks without a NaN, and not aligned to sixteen) */
+    for (int r = 16; r <= 33; r += 17)
+        for (int b = 0; b < 10; b++)
+            if (b != 7 && b != 8) memcpy(x + (r + b) * QK, x + b * QK, sizeof(float) * QK);
     const struct tensor_kernels *ref = tensor_kernels_get(TENSOR_ISA_SCALAR);
     for (int isa = 1; isa < TENSOR_ISA_COUNT; isa++) {
         const struct tensor_kernels *k = tensor_kernels_get(isa);
@@ -799,13 +806,14 @@ TEST(matmul_epilogue_sees_every_result_once) {
 
 /* quantize_tile (the AMX table's) against quantize then pack, byte for
  * byte over the whole packed buffer: Q8_0 and Q8_1 at 2, 5, 16 and 21
- * tokens (the padding of a partial tile written by the NULL calls), rows
- * with a NaN block (the reference's block), an all-zero block and large
- * values. */
+ * tokens (the padding of a partial tile written by the NULL calls), rows of
+ * 34 blocks (two runs of sixteen, the 512-bit unit, and a tail) with a NaN
+ * block (its run by block, the NaN one the reference's), an all-zero
+ * block, roundf's ties and large values. */
 TEST(quantize_tile_equals_quantize_then_pack) {
     static const int types[] = {TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1};
     static const int64_t toks[] = {2, 5, 16, 21};
-    const int64_t cols = 192;
+    const int64_t cols = 34 * 32; /* two runs of sixteen blocks and two blocks */
     const struct tensor_kernels *k = NULL;
     for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
         const struct tensor_kernels *t = tensor_kernels_get(isa);
@@ -814,9 +822,10 @@ TEST(quantize_tile_equals_quantize_then_pack) {
     if (!k) return; /* no table quantizes into tiles on this CPU */
     uint64_t rng = 41;
     float *x = random_floats(cols * 21, &rng);
-    x[3 * cols + 40] = NAN;                                          /* token 3, block 1 */
-    for (int i = 0; i < 32; i++) x[7 * cols + 64 + i] = 0.0f;         /* token 7, block 2 */
-    for (int i = 0; i < 32; i++) x[18 * cols + 128 + i] *= 1e30f;     /* token 18, block 4 */
+    x[3 * cols + 40] = NAN;                                              /* token 3, block 1 */
+    for (int i = 0; i < 32; i++) x[7 * cols + 18 * 32 + i] = 0.0f;        /* token 7, block 18 */
+    for (int i = 0; i < 32; i++) x[9 * cols + 20 * 32 + i] = (float)i - 15.5f; /* ties, block 20 */
+    for (int i = 0; i < 32; i++) x[18 * cols + 33 * 32 + i] *= 1e30f;     /* token 18, block 33 */
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         int vt = types[ti];
         size_t xq_row = tensor_row_size(vt, cols), room = k->packed_size[vt](cols, 21);

@@ -48,26 +48,53 @@ static void f16_from_float_avx512(const float *restrict x, void *restrict vy, in
     for (; i < n; i++) y[i] = f16_rne(x[i]);
 }
 
+/* Runs of sixteen blocks by q8_blocks16_avx512 (their d, and s, rounded
+ * to f16 sixteen at a time), the rest and any run with a NaN block by
+ * block. */
 static void quantize_row_q8_0_avx512(const float *restrict x, void *restrict vy, int64_t n) {
     block_q8_0 *y = vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float d;
-        int32_t sum;
-        if (q8_block_avx512(x, y[i].qs, &d, &sum)) y[i].d = f16_rne(d);
-        else quantize_row_q8_0_ref(x, &y[i], QK);
+    for (int64_t i = 0, nb = n / QK; i < nb;) {
+        __m512 d;
+        __m512i sum;
+        if (i + 16 <= nb && q8_blocks16_avx512(x + i * QK, y[i].qs, sizeof *y, &d, &sum)) {
+            _Alignas(32) uint16_t dh[16];
+            _mm256_store_si256((__m256i *)dh, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            for (int b = 0; b < 16; b++) y[i + b].d = dh[b];
+            i += 16;
+            continue;
+        }
+        for (int64_t end = i + 16 < nb ? i + 16 : nb; i < end; i++) {
+            float db;
+            int32_t sb;
+            if (q8_block_avx512(x + i * QK, y[i].qs, &db, &sb)) y[i].d = f16_rne(db);
+            else quantize_row_q8_0_ref(x + i * QK, &y[i], QK);
+        }
     }
 }
 
 static void quantize_row_q8_1_avx512(const float *restrict x, void *restrict vy, int64_t n) {
     block_q8_1 *y = vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        float d;
-        int32_t sum;
-        if (q8_block_avx512(x, y[i].qs, &d, &sum)) {
-            y[i].d = f16_rne(d);
-            y[i].s = f16_rne((float)sum * d);
-        } else {
-            quantize_row_q8_1_ref(x, &y[i], QK);
+    for (int64_t i = 0, nb = n / QK; i < nb;) {
+        __m512 d;
+        __m512i sum;
+        if (i + 16 <= nb && q8_blocks16_avx512(x + i * QK, y[i].qs, sizeof *y, &d, &sum)) {
+            _Alignas(32) uint16_t dh[16], sh[16];
+            _mm256_store_si256((__m256i *)dh, _mm512_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm256_store_si256((__m256i *)sh, _mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtepi32_ps(sum), d),
+                                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            for (int b = 0; b < 16; b++) y[i + b].d = dh[b], y[i + b].s = sh[b];
+            i += 16;
+            continue;
+        }
+        for (int64_t end = i + 16 < nb ? i + 16 : nb; i < end; i++) {
+            float db;
+            int32_t sb;
+            if (q8_block_avx512(x + i * QK, y[i].qs, &db, &sb)) {
+                y[i].d = f16_rne(db);
+                y[i].s = f16_rne((float)sb * db);
+            } else {
+                quantize_row_q8_1_ref(x + i * QK, &y[i], QK);
+            }
         }
     }
 }
