@@ -31,8 +31,9 @@ static void usage(FILE *f) {
             "  -n N      tokens generated per request (default 64)\n"
             "  -t N      threads (default: all CPUs)\n"
             "  --phases  also the forward pass's phases, ms per decode step of B tokens\n"
-            "            (embeddings, Q/K/V, attention, output projection, gate/up, silu,\n"
-            "            down, logits)\n"
+            "            (embeddings, Q/K/V with rope and the cache store, attention, output\n"
+            "            projection, gate/up, silu (0 where down gates its input), down,\n"
+            "            logits)\n"
             "  --json    one JSON object per batch size on stdout\n");
 }
 

@@ -105,9 +105,11 @@ kvik_status model_forward(struct model_ctx *ctx, struct kv_cache *kv, const stru
 /* ---- profile ------------------------------------------------------------ */
 
 /* The forward pass's phases, in order: embeddings and planning; the norm
- * and the Q/K/V products; rope, cache store and attention; the output
- * projection and residual; the norm and gate/up products; the gated unit;
- * the down product and residual; the final norm and the logits. */
+ * and the Q/K/V products with rope and (F16, F32 cache) the cache store;
+ * (a Q8_0 cache's store and) attention; the output
+ * projection and residual; the norm and gate/up products; the gated unit
+ * (empty where the down product gates its input as it quantizes it); the
+ * down product and residual; the final norm and the logits. */
 enum model_phase {
     MODEL_PHASE_SETUP,
     MODEL_PHASE_QKV,
