@@ -16,9 +16,10 @@
  * then logits = Wout (rmsnorm(x) * output_norm) for the marked tokens.
  *
  * All buffers are allocated once in model_ctx_new; a forward allocates
- * nothing. Weight products go through tensor_matmul on the thread pool
- * (the norms, the gating, the residual sums, rope and the K/V store, and
- * the logits' argmax folded into them: tensor_matmul_opts); attention is split into (sequence, K/V head, block of the sequence's
+ * nothing. Weight products go through tensor_matmul_opt on the thread
+ * pool, with the norms, the gating, the residual sums, rope and the K/V
+ * store, and the logits' argmax folded into them (tensor_matmul_opts);
+ * attention is split into (sequence, K/V head, block of the sequence's
  * tokens) items on the same pool: one kernel call per item reads the K/V
  * head's cached rows once for every query head of the group and every
  * token of the block (tensor.h, attention).
@@ -219,11 +220,11 @@ static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix
 
 /* What the Q/K/V products do with the rows they have just computed, on
  * the thread that computed them (tensor_matmul_opts.epilogue): rotate Q
- * and K (rope, pair by pair as rope() does, so the same bits), and with an
- * F16 or F32 cache (a value per element, so any run of rows) store K and V
- * into it; a cache of blocks (Q8_0) is stored whole rows at a time at the
- * start of attention. Row ranges start at multiples of 16, so no pair is
- * cut. mat0: the call's first matrix (0 Q, 1 K, 2 V). */
+ * and K (the kernel table's rope over each head's first rope_dim values),
+ * and with an F16 or F32 cache (a value per element, so any run of rows)
+ * store K and V into it; a cache of blocks (Q8_0) is stored whole rows at
+ * a time at the start of attention. Row ranges start at multiples of 16,
+ * so no pair is cut. mat0: the call's first matrix (0 Q, 1 K, 2 V). */
 struct qkv_epi {
     struct model_ctx *c;
     struct kv_cache *kv;
@@ -371,8 +372,8 @@ static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int l
 /* With a cache of blocks, first the batch's K/V rows are stored, token by
  * token from a shared counter, and every thread waits until all are
  * (attention reads them; an F16 or F32 cache got them from the products'
- * epilogue); then the items, each one call of the kernel table's attention with
- * the item's query rows. (Claiming the next item ahead and prefetching its
+ * epilogue); then the items, each one call of the kernel table's
+ * attention with the item's query rows. (Claiming the next item ahead and prefetching its
  * first rows measured no faster: the kernel's own prefetch already fills
  * the line fill buffers.) */
 static void attn_worker(void *arg, int ith, int nth) {
