@@ -511,11 +511,12 @@ TEST(matmul_n_equals_separate_products) {
 }
 
 
-/* tensor_matmul_norm_n against normalising first and tensor_matmul_n, bit
- * for bit: Q4_1 and Q8_0 matrices (the whole products and their per-token
- * packing on AMX) at 1, 5, 16 and 21 tokens, every table; a non-quantized
- * input (F32 weights) is refused for the caller to normalise. */
-TEST(matmul_norm_n_equals_norm_then_products) {
+/* tensor_matmul_opt with norm_w against normalising first and
+ * tensor_matmul_n, bit for bit: Q4_1 and Q8_0 matrices (the whole products
+ * and their per-token tiles on AMX) at 1, 5, 16 and 21 tokens, every
+ * table; a non-quantized input (F32 weights) is refused for the caller to
+ * normalise. */
+TEST(matmul_norm_equals_norm_then_products) {
     static const int types[] = {TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q8_0};
     static const int64_t toks[] = {1, 5, 16, 21};
     const int64_t cols = 576, rows = 48;
@@ -548,7 +549,8 @@ TEST(matmul_norm_n_equals_norm_then_products) {
             for (size_t i = 0; i < sizeof toks / sizeof *toks; i++) {
                 int64_t nt = toks[i];
                 CHECK_EQ_INT(tensor_matmul_n(pool, k, 2, mp, xn, cols, ref, ys, nt, scratch), KVIK_OK);
-                CHECK_EQ_INT(tensor_matmul_norm_n(pool, k, 2, mp, x, cols, nw, 1e-5f, y, ys, nt, scratch), KVIK_OK);
+                struct tensor_matmul_opts o = {.norm_w = nw, .norm_eps = 1e-5f};
+                CHECK_EQ_INT(tensor_matmul_opt(pool, k, 2, mp, x, cols, y, ys, nt, scratch, &o), KVIK_OK);
                 for (int j = 0; j < 2; j++)
                     CHECK_MSG(!memcmp(y[j], ref[j], sizeof(float) * (size_t)(rows * nt)),
                               "%s %s, %lld tokens: normalised in the product differs", k->name,
@@ -563,7 +565,8 @@ TEST(matmul_norm_n_equals_norm_then_products) {
                               .data = x};
     const struct tensor_matrix *fp = &f;
     int64_t fys = 4;
-    CHECK_EQ_INT(tensor_matmul_norm_n(pool, tensor_kernels_best(), 1, &fp, x, cols, nw, 1e-5f, y, &fys, 2, NULL),
+    struct tensor_matmul_opts on = {.norm_w = nw, .norm_eps = 1e-5f};
+    CHECK_EQ_INT(tensor_matmul_opt(pool, tensor_kernels_best(), 1, &fp, x, cols, y, &fys, 2, NULL, &on),
                  KVIK_ERR_INVALID_ARG);
     /* rows wider than TENSOR_NORM_MAX_COLS: refused too (the caller normalises) */
     int64_t wide = TENSOR_NORM_MAX_COLS + 32;
@@ -574,7 +577,8 @@ TEST(matmul_norm_n_equals_norm_then_products) {
     REQUIRE(wm.data && wx && wn);
     const struct tensor_matrix *wp = &wm;
     int64_t wys = 1;
-    CHECK_EQ_INT(tensor_matmul_norm_n(pool, tensor_kernels_best(), 1, &wp, wx, wide, wn, 1e-5f, y, &wys, 2, NULL),
+    on.norm_w = wn;
+    CHECK_EQ_INT(tensor_matmul_opt(pool, tensor_kernels_best(), 1, &wp, wx, wide, y, &wys, 2, NULL, &on),
                  KVIK_ERR_INVALID_ARG);
     mem_free((void *)wm.data), mem_free(wx), mem_free(wn);
     pool_free(pool);

@@ -44,7 +44,8 @@ struct matmul_job {
     uint8_t *packed; /* xq prepared for rows_product by pack[vt], after xq in the scratch */
     bool pack;       /* a matrix goes to rows_product: pack the rows once all are quantized */
     bool tile_own;   /* ... or each thread quantizes its rows straight into the tiles (quantize_tile) */
-    int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units */
+    int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units
+                                    (tile_own: threads) */
     const float *norm_w; /* normalise each row first (tensor_matmul_opt) */
     const float *glu_up; /* or each row silu(x) * up */
     int64_t up_stride;
@@ -470,15 +471,6 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch) {
     return tensor_matmul_opt(pool, k, n_mats, w, x, x_stride, y, y_stride, n_tok, scratch, NULL);
-}
-
-kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
-                                 const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
-                                 const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
-                                 int64_t n_tok, void *scratch) {
-    if (!norm_w) return KVIK_ERR_INVALID_ARG;
-    struct tensor_matmul_opts o = {.norm_w = norm_w, .norm_eps = eps};
-    return tensor_matmul_opt(pool, k, n_mats, w, x, x_stride, y, y_stride, n_tok, scratch, &o);
 }
 
 kvik_status tensor_matmul(struct pool *pool, const struct tensor_kernels *k,

@@ -243,6 +243,9 @@ kvik_status tensor_matmul_add(struct pool *pool, const struct tensor_kernels *k,
                               const float *x, int64_t x_stride, float *y, int64_t y_stride, int64_t n_tok,
                               void *scratch, float *acc, int64_t acc_stride);
 
+/* The widest rows tensor_matmul_opt normalises or gates itself. */
+enum { TENSOR_NORM_MAX_COLS = 16384 };
+
 /* What a product call does besides Y_i = W_i X (tensor_matmul_opt); zero
  * fields do nothing.
  *   - norm_w: each row of X is first normalised, rmsnorm(X[t]) * norm_w
@@ -287,8 +290,8 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
                               const struct tensor_matmul_opts *opts);
 
 /* y = x / sqrt(mean(x^2) + eps) * w over n values (the sum of squares in
- * double). The forward pass's normalisation; tensor_matmul_norm_n applies it
- * to each activation row as it quantizes it. */
+ * double). The forward pass's normalisation; tensor_matmul_opt applies it
+ * to each activation row as it quantizes it (tensor_matmul_opts.norm_w). */
 void tensor_rmsnorm(float *restrict y, const float *restrict x, const float *restrict w, int64_t n, float eps);
 
 /*
@@ -302,15 +305,5 @@ kvik_status tensor_matmul_n(struct pool *pool, const struct tensor_kernels *k, i
                             const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
                             float *const *y, const int64_t *y_stride, int64_t n_tok, void *scratch);
 
-/* tensor_matmul_n of the normalised input: Y_i = W_i tensor_rmsnorm(X,
- * norm_w, eps), each row normalised as it is quantized (in parallel, no
- * normalised copy of X). Same bits as normalising first. KVIK_ERR_INVALID_ARG
- * also where the input is not quantized (F32 activations) or rows are wider
- * than TENSOR_NORM_MAX_COLS: the caller normalises and calls tensor_matmul_n. */
-enum { TENSOR_NORM_MAX_COLS = 16384 };
-kvik_status tensor_matmul_norm_n(struct pool *pool, const struct tensor_kernels *k, int n_mats,
-                                 const struct tensor_matrix *const *w, const float *x, int64_t x_stride,
-                                 const float *norm_w, float eps, float *const *y, const int64_t *y_stride,
-                                 int64_t n_tok, void *scratch);
 
 #endif /* KVIK_TENSOR_H */
