@@ -270,7 +270,9 @@ enum { TENSOR_NORM_MAX_COLS = 16384 };
  *     forward pass's rope and K/V store).
  * Every result is the same bits as doing the step separately. The row
  * steps need a quantized activation type and at most TENSOR_NORM_MAX_COLS
- * columns, else KVIK_ERR_INVALID_ARG (the caller does them itself). */
+ * columns, else KVIK_ERR_INVALID_ARG (the caller does them itself);
+ * KVIK_ERR_UNSUPPORTED where the kernel table has no silu_mul (glu_up) or
+ * argmax, or for an argmax over more than INT32_MAX rows. */
 struct tensor_matmul_opts {
     const float *norm_w;
     float norm_eps;
