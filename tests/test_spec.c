@@ -240,8 +240,8 @@ struct sfix {
 static struct sfix g_sf;
 
 static const char *const k_prompts[N_REQ] = {
-    "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The "
-    "quick brown",
+    ("Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "
+     "The quick brown"),
     "int add(int a, int b) { return a + b; }\nint sub(int a, int b) { return a - b; }\nint mul(int a, int b) {",
     "Tell me about the moon.",
     "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,",

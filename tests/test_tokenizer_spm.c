@@ -504,7 +504,7 @@ enum { SYN_NO_SCORES = 1, SYN_SHORT_SCORES = 2, SYN_INT_SCORES = 4, SYN_SCALAR_S
        SYN_SHORT_TYPES = 4096, SYN_MID_MARK = 8192 };
 
 static const char *const k_syn_tok[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "c", "ab",
-                                        "bc", "\xE2\x96\x81" "a", "aa", "<0xC3>", "<0xA9>", "<b>",
+                                        "bc", ("\xE2\x96\x81" "a"), "aa", "<0xC3>", "<0xA9>", "<b>",
                                         "c\xE2\x96\x81"};
 static const float k_syn_score[] = {0, 0, 0, -10, -11, -12, -13, -5, -2, -8, -3, 0, 0, 0, -1};
 static const int32_t k_syn_type[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, 6, 4, 1};

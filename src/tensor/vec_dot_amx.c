@@ -168,9 +168,10 @@ static void quantize_tile_q8(const float *x, int64_t cols, int64_t tok, void *pa
             q8_blocks16_avx512(x + b * QK, (int8_t *)(blk + 32 * t), Q80_TILE_BYTES, &d16, &sum16)) {
             /* sixteen blocks at once; their d (and s) through f16 and back */
             _Alignas(64) float dv[16], sv[16];
-            const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-            _mm512_store_ps(dv, _mm512_cvtph_ps(_mm512_cvtps_ph(d16, rne)));
-            _mm512_store_ps(sv, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtepi32_ps(sum16), d16), rne)));
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+            _mm512_store_ps(dv, _mm512_cvtph_ps(_mm512_cvtps_ph(d16, RNE)));
+            _mm512_store_ps(sv, _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtepi32_ps(sum16), d16), RNE)));
+#undef RNE
             for (int j = 0; j < 16; j++) {
                 uint8_t *bj = blk + (size_t)j * Q80_TILE_BYTES;
                 *(float *)(bj + tile_dy(t)) = dv[j];
