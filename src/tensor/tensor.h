@@ -165,13 +165,16 @@ struct tensor_kernels {
     void (*rope)(float *x, const float *cs, int64_t n);
     /* Optional whole products (AMX): weight rows [r0, r1), r0 a multiple
      * of rows_group (any number of groups), against all n_tok activation
-     * rows: the quantized rows xq and what pack[activation type] made of
-     * them once per call (n_tok > 1: tiles of rows_group tokens; n_tok ==
-     * 1: the per-block sums every row group of a mat-vec needs). Every
-     * element equals this table's vec_dot bit for bit. False if its
-     * per-thread buffers could not be allocated. pack prepares blocks
-     * [b0, b1) of one token tile per call (units that threads share
-     * without writing to the same cache lines). */
+     * rows: n_tok == 1, the quantized row xq and what pack[activation
+     * type] made of it (the per-block sums every row group of a mat-vec
+     * needs); n_tok > 1, only the packed tiles of rows_group tokens (xq is
+     * not written then where the table has quantize_tile). Every element
+     * equals this table's vec_dot bit for bit. False if its per-thread
+     * buffers could not be allocated. pack prepares blocks [b0, b1) of one
+     * token tile per call (units that threads share without writing to the
+     * same cache lines); for types with quantize_tile its tile form is the
+     * reference that one is tested against, and what a product would use
+     * without it. */
     bool (*rows_product[TENSOR_TYPE_COUNT])(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
                                             size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys);
     void (*pack[TENSOR_TYPE_COUNT])(const void *xq, size_t xq_row, int64_t cols, int64_t tile, int64_t b0,
