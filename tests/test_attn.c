@@ -76,9 +76,19 @@ static void cache_free(struct test_cache *c) {
     free(c->kf), free(c->vf);
 }
 
-/* out = softmax over positions 0..last of scale q.k, times v, in doubles. */
-static void attn_ref(const struct test_cache *c, const float *q, int last, float scale, double *out) {
+/* out = softmax over positions 0..last of scale q.k, times v, in doubles.
+ * A Q8_0 cache is read with the query quantized to Q8_0 (tensor.h): q
+ * here is then what its quants and scales stand for. */
+static void attn_ref(const struct test_cache *c, const float *q_in, int last, float scale, double *out) {
     int hd = c->hd;
+    float q[256];
+    memcpy(q, q_in, sizeof(float) * (size_t)hd);
+    if (c->type == TENSOR_TYPE_Q8_0) {
+        const struct type_traits *tt = tensor_type_traits(TENSOR_TYPE_Q8_0);
+        uint8_t qb[8 * 34];
+        tt->from_float(q_in, qb, hd);
+        tt->to_float(qb, q, hd);
+    }
     double *w = malloc(sizeof(double) * (size_t)(last + 1)), mx = -INFINITY, sum = 0;
     for (int j = 0; j <= last; j++) {
         double s = 0;

@@ -24,12 +24,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--phases] [--json]\n"
+            "usage: kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--kv-type T] [--phases] [--json]\n"
             "  -m PATH   model (default: $KVIK_MODEL, else the default model in the cache)\n"
             "  -b LIST   comma-separated batch sizes (default 1,8,32)\n"
             "  -p N      prompt tokens per request (default 32)\n"
             "  -n N      tokens generated per request (default 64)\n"
             "  -t N      threads (default: all CPUs)\n"
+            "  --kv-type T  the cache's rows: f16 (default), q8_0 or f32, as kvik serve\n"
             "  --phases  also the forward pass's phases, ms per decode step of B tokens\n"
             "            (embeddings, Q/K/V with rope and the cache store, attention, output\n"
             "            projection, gate/up, silu (0 where down gates its input), down,\n"
@@ -67,9 +68,10 @@ struct result {
     struct model_profile prof; /* with --phases: the forward passes of `batch` tokens */
 };
 
-static bool run_batch(const struct model *m, int threads, int batch, int n_prompt, int n_gen, bool phases,
-                      uint64_t *rng, struct result *res, struct kvik_err *err) {
+static bool run_batch(const struct model *m, int threads, int kv_type, int batch, int n_prompt, int n_gen,
+                      bool phases, uint64_t *rng, struct result *res, struct kvik_err *err) {
     struct engine_config cfg = engine_config_default();
+    cfg.kv_type = kv_type;
     cfg.profile_tokens = phases ? batch : 0;
     cfg.n_threads = threads;
     cfg.max_seqs = batch;
@@ -134,6 +136,7 @@ static double phase_ms(const struct model_profile *p, int i) {
 struct engine_flags {
     const char **model, **list;
     long *n_prompt, *n_gen, *threads;
+    int *kv_type;
 };
 
 static enum cli_flag engine_flag(void *user, const char *a, const char *v) {
@@ -144,7 +147,12 @@ static enum cli_flag engine_flag(void *user, const char *a, const char *v) {
     else if (!strcmp(a, "-p")) ok = cli_parse_long(v, 1, 1 << 16, f->n_prompt);
     else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 1, 1 << 16, f->n_gen);
     else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, f->threads);
-    else return CLI_FLAG_UNKNOWN;
+    else if (!strcmp(a, "--kv-type")) {
+        int t = !strcmp(v, "f16") ? TENSOR_TYPE_F16 : !strcmp(v, "q8_0") ? TENSOR_TYPE_Q8_0
+              : !strcmp(v, "f32") ? TENSOR_TYPE_F32 : -1;
+        if (t < 0) ok = false;
+        else *f->kv_type = t;
+    } else return CLI_FLAG_UNKNOWN;
     return ok ? CLI_FLAG_OK : CLI_FLAG_BAD_VALUE;
 }
 
@@ -159,7 +167,8 @@ int cmd_bench_engine(int argc, char **argv) {
         else argv[kept++] = argv[i];
     }
     argc = kept;
-    struct engine_flags f = {&model_arg, &list, &n_prompt, &n_gen, &threads};
+    int kv_type = TENSOR_TYPE_F16;
+    struct engine_flags f = {&model_arg, &list, &n_prompt, &n_gen, &threads, &kv_type};
     int st = cli_parse_flags(argc, argv, 2, "bench engine", usage, &json, engine_flag, &f);
     if (st >= 0) return st;
     long batches[16];
@@ -192,13 +201,13 @@ int cmd_bench_engine(int argc, char **argv) {
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     struct result warm;
     int rc = 0;
-    if (!run_batch(m, (int)threads, 1, (int)n_prompt, n_gen < 8 ? (int)n_gen : 8, false, &rng, &warm, &err)) rc = 1;
+    if (!run_batch(m, (int)threads, kv_type, 1, (int)n_prompt, n_gen < 8 ? (int)n_gen : 8, false, &rng, &warm, &err)) rc = 1;
     if (!json && !rc)
         printf("model %s, %ld threads, %s, prompt %ld, generate %ld\n", base, threads, tensor_kernels_best()->name,
                n_prompt, n_gen);
     for (int b = 0; b < n_batches && !rc; b++) {
         struct result res;
-        if (!run_batch(m, (int)threads, (int)batches[b], (int)n_prompt, (int)n_gen, phases, &rng, &res, &err)) {
+        if (!run_batch(m, (int)threads, kv_type, (int)batches[b], (int)n_prompt, (int)n_gen, phases, &rng, &res, &err)) {
             rc = 1;
             break;
         }

@@ -62,6 +62,9 @@ static inline void attn_pf_row(const struct attn_pf *pf, int j) {
 
 #ifdef __AVX512F__
 
+#include "tensor/quant_ref.h"
+#include "tensor/quant_x86.h"
+
 enum { ATTN_VW = 16 };        /* floats per vector */
 enum { ATTN_DIRECT_F16 = 1 }; /* F16 rows read in place (attn_load) */
 
@@ -157,6 +160,35 @@ static inline __attribute__((always_inline)) void attn_chunk_scores8(const int R
     for (int r = 0; r < R; r++) w[r] = hsum8_ps512(acc[r]);
 }
 
+/* How many rows from r on (up to ATTN_CHUNK) share row r's last position. */
+static inline int attn_chunk_rows(const struct attn_rows *rows, int r) {
+    int R = 1;
+    while (R < ATTN_CHUNK && r + R < rows->n && rows->last[r + R] == rows->last[r]) R++;
+    return R;
+}
+
+/* The online-softmax step of R rows from their scores before scaling
+ * (positions of the tile in lanes; lanes n.. masked): m and l updated, the
+ * weights into p, each row's rescaling of its output into alpha. */
+static inline __attribute__((always_inline)) void attn_softmax_rows(const int R, const __m512 *raw, int n, float scale,
+                                                                     float *m, float *l, float (*p)[16],
+                                                                     float *alpha) {
+    __mmask16 valid = (__mmask16)((1u << n) - 1);
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) {
+        __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, raw[r], _mm512_set1_ps(scale));
+        float mt = _mm512_reduce_max_ps(s), mn = m[r] > mt ? m[r] : mt;
+        __m512 e = _mm512_maskz_mov_ps(valid, exp_neg_ps512(_mm512_sub_ps(s, _mm512_set1_ps(mn))));
+        /* e^0 is exactly 1 in exp_neg_ps512, so an unchanged maximum skips it */
+        alpha[r] = m[r] == -INFINITY ? 0.0f
+                   : m[r] == mn      ? 1.0f
+                                     : _mm512_cvtss_f32(exp_neg_ps512(_mm512_set1_ps(m[r] - mn)));
+        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(e);
+        m[r] = mn;
+        _mm512_store_ps(p[r], e);
+    }
+}
+
 /* R rows with the same last position (so the same n positions of the
  * tile), updated together: each K and V value loaded once for all R.
  * Every row's arithmetic is the single-row update's, operation for
@@ -174,23 +206,12 @@ static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, c
         ATTN_UNROLL
         for (int r = 0; r < R; r++) w[1][r] = _mm512_setzero_ps();
     }
-    __mmask16 valid = (__mmask16)((1u << n) - 1);
+    __m512 raw[ATTN_CHUNK];
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) raw[r] = hsum_join_ps512(w[0][r], w[1][r]);
     float alpha[ATTN_CHUNK];
     _Alignas(64) float p[ATTN_CHUNK][16];
-    ATTN_UNROLL
-    for (int r = 0; r < R; r++) {
-        __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, hsum_join_ps512(w[0][r], w[1][r]),
-                                      _mm512_set1_ps(scale));
-        float mt = _mm512_reduce_max_ps(s), mn = m[r] > mt ? m[r] : mt;
-        __m512 e = _mm512_maskz_mov_ps(valid, exp_neg_ps512(_mm512_sub_ps(s, _mm512_set1_ps(mn))));
-        /* e^0 is exactly 1 in exp_neg_ps512, so an unchanged maximum skips it */
-        alpha[r] = m[r] == -INFINITY ? 0.0f
-                   : m[r] == mn      ? 1.0f
-                                     : _mm512_cvtss_f32(exp_neg_ps512(_mm512_set1_ps(m[r] - mn)));
-        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(e);
-        m[r] = mn;
-        _mm512_store_ps(p[r], e);
-    }
+    attn_softmax_rows(R, raw, n, scale, m, l, p, alpha);
     int d0 = 0;
     for (; d0 + 64 <= hd; d0 += 64) {
         __m512 a[ATTN_CHUNK][4];
@@ -238,8 +259,7 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
                            const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
     for (int r = 0; r < rows->n;) {
         int32_t last = rows->last[r];
-        int R = 1;
-        while (R < ATTN_CHUNK && r + R < rows->n && rows->last[r + R] == last) R++;
+        int R = attn_chunk_rows(rows, r);
         if (last >= t0) {
             int n = last + 1 - t0 < nt ? last + 1 - t0 : nt;
             const float *const *q = rows->q + r;
@@ -259,6 +279,185 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
         r += R;
     }
     for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j); /* positions no chunk reached */
+}
+
+/* ---- Q8_0 caches: integer scores (the reference is attn_scalar.c) ------- */
+
+/* Each query row quantized as quantize_row_q8_0_ref makes it (the shared
+ * block step, byte for byte; a block with a NaN by the reference), with
+ * its blocks' d as floats and 128 times the sum of each block's quants. */
+static void attn_quantize_rows_x86(const struct attn_rows *rows, int hd, struct attn_work *w) {
+    int nb = hd / QK;
+    for (int r = 0; r < rows->n; r++) {
+        int8_t *qs = attn_q8_qs(w, r);
+        float *dq = attn_q8_d(w, r);
+        int32_t *corr = attn_q8_corr(w, r);
+        for (int i = 0; i < nb; i++) {
+            float d;
+            int32_t sum;
+            if (!q8_block_avx512(rows->q[r] + i * QK, qs + i * QK, &d, &sum)) {
+                block_q8_0 b;
+                quantize_row_q8_0_ref(rows->q[r] + i * QK, &b, QK);
+                memcpy(qs + i * QK, b.qs, QK);
+                d = fp16_to_fp32(b.d);
+                sum = 0;
+                for (int j = 0; j < QK; j++) sum += b.qs[j];
+            }
+            dq[i] = fp16_to_fp32(fp32_to_fp16(d));
+            corr[i] = 128 * sum;
+        }
+        memset(qs + nb * QK, 0, w->q8_bytes - (size_t)nb * QK);
+        if (nb % 2) dq[nb] = 0.0f, corr[nb] = 0;
+    }
+}
+
+/* K row quants of chunk c (blocks 2c and 2c + 1; zeros for a block past
+ * the row), plus 128: as unsigned bytes, so that vpdpbusd multiplies them
+ * with the signed query quants; the sums come out 128 sum(q) too large. */
+static inline __m512i attn_q8_kchunk(const void *row, int c, int nb) {
+    const block_q8_0 *b = (const block_q8_0 *)row + 2 * c;
+    __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+    __m256i hi = 2 * c + 1 < nb ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_setzero_si256();
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+}
+
+/* Eight positions' vectors of lane sums (lanes 0-7 one block, 8-15 the
+ * next) -> [block 0 of positions 0-3, block 1 of 0-3, block 0 of 4-7,
+ * block 1 of 4-7]: pairs interleaved and added, pairs of pairs, then the
+ * 128-bit lanes of each half. Integer sums: the order does not matter. */
+static inline __m512i attn_q8_tree8(const __m512i v[8]) {
+    __m512i t[4], u[2];
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]),
+                                _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], 0x88), _mm512_shuffle_i32x4(u[0], u[1], 0xDD));
+}
+
+/* R rows' block sums against chunk c of eight positions' K rows. */
+static inline __attribute__((always_inline)) void attn_q8_half(const int R, __m512i *const qv, const void *const *k,
+                                                                int c, int nb, __m512i *w) {
+    __m512i acc[ATTN_CHUNK][8];
+    ATTN_UNROLL
+    for (int j = 0; j < 8; j++) {
+        __m512i kc = attn_q8_kchunk(k[j], c, nb);
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) acc[r][j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kc, qv[r]);
+    }
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) w[r] = attn_q8_tree8(acc[r]);
+}
+
+/* The d of block b of the tile's sixteen rows (past-the-end rows are
+ * zero rows: d 0), as floats. */
+static inline __m512 attn_q8_scales(const void *const *rows, int b) {
+    _Alignas(32) uint16_t h[16];
+    for (int j = 0; j < 16; j++) h[j] = ((const block_q8_0 *)rows[j])[b].d;
+    return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
+}
+
+/* R rows of a Q8_0 cache with the same last position, updated together
+ * (each row's arithmetic the single row's, as in attn_chunk_tile): the
+ * scores block by block from integer sums, then the softmax step, then
+ * out = alpha out + sum_j (p_j d_v) v_int, positions in order. dk and dv:
+ * the tile's K and V scales, [block][16]. */
+static inline __attribute__((always_inline)) void attn_q8_chunk_tile(const int R, int hd, float scale,
+                                                                      const struct attn_work *wk, int r0,
+                                                                      const void *const *k, const void *const *v,
+                                                                      const float *dk, const float *dv, int n,
+                                                                      float *m, float *l, float *const *out,
+                                                                      float *cv, const struct attn_pf *pf) {
+    const int nb = hd / QK, nc = (nb + 1) / 2;
+    __m512 raw[ATTN_CHUNK];
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++) raw[r] = _mm512_setzero_ps();
+    for (int c = 0; c < nc; c++) {
+        __m512i qv[ATTN_CHUNK], wa[ATTN_CHUNK], wb[ATTN_CHUNK];
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) qv[r] = _mm512_loadu_si512(attn_q8_qs(wk, r0 + r) + 64 * c);
+        attn_q8_half(R, qv, k, c, nb, wa);
+        if (n > 8) {
+            attn_q8_half(R, qv, k + 8, c, nb, wb);
+        } else {
+            ATTN_UNROLL
+            for (int r = 0; r < R; r++) wb[r] = _mm512_setzero_si512();
+        }
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++) {
+            const float *dq = attn_q8_d(wk, r0 + r);
+            const int32_t *corr = attn_q8_corr(wk, r0 + r);
+            __m512i s0 = _mm512_sub_epi32(_mm512_shuffle_i32x4(wa[r], wb[r], 0x88), _mm512_set1_epi32(corr[2 * c]));
+            raw[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0),
+                                     _mm512_mul_ps(_mm512_set1_ps(dq[2 * c]), _mm512_load_ps(dk + 32 * c)), raw[r]);
+            if (2 * c + 1 < nb) {
+                __m512i s1 = _mm512_sub_epi32(_mm512_shuffle_i32x4(wa[r], wb[r], 0xDD),
+                                              _mm512_set1_epi32(corr[2 * c + 1]));
+                raw[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1),
+                                         _mm512_mul_ps(_mm512_set1_ps(dq[2 * c + 1]), _mm512_load_ps(dk + 32 * c + 16)),
+                                         raw[r]);
+            }
+        }
+    }
+    float alpha[ATTN_CHUNK];
+    _Alignas(64) float p[ATTN_CHUNK][16];
+    attn_softmax_rows(R, raw, n, scale, m, l, p, alpha);
+    /* the weights times the rows' scales: cv[r][b][j] */
+    ATTN_UNROLL
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < nb; b++)
+            _mm512_store_ps(cv + ((size_t)r * nb + b) * 16, _mm512_mul_ps(_mm512_load_ps(p[r]), _mm512_load_ps(dv + 16 * b)));
+    for (int d0 = 0; d0 < hd; d0 += 32) { /* a block of the rows at a time */
+        const int b = d0 / QK;
+        __m512 a[ATTN_CHUNK][2];
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < 2; h++)
+                a[r][h] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0 + 16 * h), _mm512_set1_ps(alpha[r]));
+        for (int j = 0; j < n; j++) {
+            if (d0 == 0) attn_pf_row(pf, j);
+            const int8_t *qs = ((const block_q8_0 *)v[j])[b].qs;
+            __m512 vv[2];
+            for (int h = 0; h < 2; h++)
+                vv[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16 * h))));
+            ATTN_UNROLL
+            for (int r = 0; r < R; r++) {
+                __m512 cj = _mm512_set1_ps(cv[((size_t)r * nb + b) * 16 + j]);
+                for (int h = 0; h < 2; h++) a[r][h] = _mm512_fmadd_ps(cj, vv[h], a[r][h]);
+            }
+        }
+        ATTN_UNROLL
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < 2; h++) _mm512_storeu_ps(out[r] + d0 + 16 * h, a[r][h]);
+    }
+}
+
+/* The rows that see a tile of a Q8_0 cache, in chunks as attn_tile_rows;
+ * k and v hold 16 row addresses (zero rows past the cache's). */
+static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt,
+                              const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
+    const int nb = hd / QK;
+    float *dk = w->k, *dv = w->v, *cv = w->v + 16 * (size_t)nb;
+    for (int b = 0; b < nb; b++) {
+        _mm512_store_ps(dk + 16 * b, attn_q8_scales(k, b));
+        _mm512_store_ps(dv + 16 * b, attn_q8_scales(v, b));
+    }
+    for (int r = 0; r < rows->n;) {
+        int32_t last = rows->last[r];
+        int R = attn_chunk_rows(rows, r);
+        if (last >= t0) {
+            int n = last + 1 - t0 < nt ? last + 1 - t0 : nt;
+            float *const *o = rows->out + r;
+            float *m = w->m + r, *l = w->l + r;
+            if (R == 3) attn_q8_chunk_tile(3, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
+            else if (R == 2) attn_q8_chunk_tile(2, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
+            else attn_q8_chunk_tile(1, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
+            pf->n = 0;
+        }
+        r += R;
+    }
+    for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j);
 }
 
 #else /* AVX2 */
@@ -356,12 +555,72 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
     }
 }
 
+
+/* ---- Q8_0 caches (the reference is attn_scalar.c) ------------------------ */
+
+static inline int32_t attn_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One quantized row against a tile, the reference's steps with each
+ * block's integer sum by vpmaddubsw (|k| times q with k's sign: pairs of
+ * products stay within int16) and the value update eight lanes at a time. */
+static void attn_q8_row_tile(int hd, float scale, const int8_t *qs, const float *dq, const void *const *k,
+                             const void *const *v, int n, float *m, float *l, float *out, float *p) {
+    const int nb = hd / QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = 0; j < n; j++) {
+        const block_q8_0 *kb = (const block_q8_0 *)k[j];
+        float s = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            __m256i kk = _mm256_loadu_si256((const __m256i *)kb[b].qs);
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + b * QK));
+            __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(kk, kk), _mm256_sign_epi8(q, kk));
+            int32_t sum = attn_hsum_epi32(_mm256_madd_epi16(pairs, ones));
+            s = fmaf((float)sum, dq[b] * fp16_to_fp32(kb[b].d), s);
+        }
+        p[j] = s * scale;
+    }
+    float alpha = attn_softmax_step(p, n, m, l);
+    for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), _mm256_set1_ps(alpha)));
+    for (int j = 0; j < n; j++) {
+        const block_q8_0 *vb = (const block_q8_0 *)v[j];
+        for (int b = 0; b < nb; b++) {
+            __m256 c = _mm256_set1_ps(p[j] * fp16_to_fp32(vb[b].d));
+            for (int h = 0; h < 4; h++) {
+                float *o = out + b * QK + 8 * h;
+                __m256 vf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(vb[b].qs + 8 * h))));
+                _mm256_storeu_ps(o, _mm256_fmadd_ps(c, vf, _mm256_loadu_ps(o)));
+            }
+        }
+    }
+}
+
+static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt,
+                              const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
+    for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j);
+    for (int r = 0; r < rows->n; r++) {
+        if (rows->last[r] < t0) continue;
+        int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
+        attn_q8_row_tile(hd, scale, attn_q8_qs(w, r), attn_q8_d(w, r), k, v, n, &w->m[r], &w->l[r], rows->out[r],
+                         w->p);
+    }
+}
+
+static void attn_quantize_rows_x86(const struct attn_rows *rows, int hd, struct attn_work *w) {
+    attn_quantize_rows(rows, hd, w);
+}
+
 #endif /* __AVX512F__ */
 
 /* The driver: as attn_scalar, with the rows above. */
 static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows,
                      float *restrict scratch) {
     enum { T = TENSOR_ATTN_TILE };
+    const bool q8 = kv->type == TENSOR_TYPE_Q8_0;
     if (hd % ATTN_VW != 0) {
         attn_scalar(hd, scale, kv, rows, scratch);
         return;
@@ -374,6 +633,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         w.l[r] = 0.0f;
         memset(rows->out[r], 0, sizeof(float) * (size_t)hd);
     }
+    if (q8) attn_quantize_rows_x86(rows, hd, &w);
     struct attn_cursor cur = {kv->spans, 0}, ahead = cur;
     /* The rows of one head are short runs scattered over the cache blocks
      * (and the cache rarely fits in the caches at serving batch sizes):
@@ -403,7 +663,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         }
         attn_cursor_take(kv, &cur, nt, kb, vb);
         for (int j = 0; j < nt; j++) {
-            if (kv->type == TENSOR_TYPE_F32 || direct_f16) {
+            if (kv->type == TENSOR_TYPE_F32 || direct_f16 || q8) {
                 k[j] = kb[j], v[j] = vb[j];
             } else {
                 float *kf = w.k + (size_t)j * w.hd_pad, *vf = w.v + (size_t)j * w.hd_pad;
@@ -413,6 +673,10 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
             }
         }
         for (int j = nt; j < T; j++) k[j] = v[j] = w.zero;
+        if (q8) {
+            attn_q8_tile_rows(hd, scale, rows, t0, nt, k, v, &w, &pf);
+            continue;
+        }
         attn_tile_rows(hd, scale, rows, t0, nt, direct_f16, k, v, &w, &pf);
     }
     for (int r = 0; r < rows->n; r++) {

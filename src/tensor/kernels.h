@@ -49,9 +49,18 @@ struct attn_work {
     float *zero;  /* [hd_pad] zeros: the K row of a tile position past every row's last */
     float *m, *l; /* [n_rows] each row's running maximum score and sum of weights */
     float *p;     /* [TENSOR_ATTN_TILE] scores, then weights, of the row in hand */
+    uint8_t *q8;  /* [n_rows][q8_stride] quantized query rows (Q8_0 caches), 64-byte aligned */
+    size_t q8_stride, q8_bytes;
 };
 
 static inline size_t attn_pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* A Q8_0 cache's quantized query rows: per row its quants in whole 64-byte
+ * chunks (the last zero-padded), then its blocks' d as floats and 128 times
+ * the sum of each block's quants (attn_x86.h), two of each per chunk. */
+static inline int attn_q8_row_bytes(int hd) { return (hd + 63) / 64 * 64; }
+static inline size_t attn_q8_stride(int hd) { return (size_t)attn_q8_row_bytes(hd) * 5 / 4; }
+static inline size_t attn_q8_floats(int hd, int n_rows) { return attn_q8_stride(hd) * (size_t)n_rows / 4; }
 
 static inline struct attn_work attn_work_carve(float *scratch, int hd, int n_rows) {
     struct attn_work w;
@@ -63,8 +72,29 @@ static inline struct attn_work attn_work_carve(float *scratch, int hd, int n_row
     w.m = w.zero + hp;
     w.l = w.m + attn_pad16((size_t)n_rows);
     w.p = w.l + attn_pad16((size_t)n_rows);
+    w.q8 = (uint8_t *)(w.p + T);
+    w.q8_stride = attn_q8_stride(hd);
+    w.q8_bytes = (size_t)attn_q8_row_bytes(hd);
     return w;
 }
+
+static inline int8_t *attn_q8_qs(const struct attn_work *w, int r) {
+    return (int8_t *)(w->q8 + (size_t)r * w->q8_stride);
+}
+static inline float *attn_q8_d(const struct attn_work *w, int r) {
+    return (float *)(w->q8 + (size_t)r * w->q8_stride + w->q8_bytes);
+}
+static inline int32_t *attn_q8_corr(const struct attn_work *w, int r) {
+    return (int32_t *)(w->q8 + (size_t)r * w->q8_stride + w->q8_bytes + w->q8_bytes / 8);
+}
+
+/* The reference's softmax step of one row over n scaled scores p (weights
+ * on return): m and l updated; returns the factor that rescales its output. */
+float attn_softmax_step(float *p, int n, float *m, float *l);
+
+/* Each row's quants and block scales for a Q8_0 cache, as the reference
+ * quantizer makes them (quantize_row_q8_0_ref). */
+void attn_quantize_rows(const struct attn_rows *rows, int hd, struct attn_work *w);
 
 /* Walks a sequence's spans forward, position by position. */
 struct attn_cursor {

@@ -136,7 +136,10 @@ struct attn_rows {
 };
 
 /* out[r] = sum_{j <= last[r]} softmax_j(scale * q[r].k_j) v_j for every row,
- * every K and V row read once per call whatever the number of rows.
+ * every K and V row read once per call whatever the number of rows. With a
+ * Q8_0 cache q[r] is first quantized to Q8_0 blocks (as the products
+ * quantize activations) and q.k is exact integer block sums times the
+ * blocks' scales (attn_scalar.c gives the order of the float steps).
  * scratch: tensor_attn_scratch_floats(hd, rows->n) floats, 64-byte aligned. */
 typedef void (*attn_fn)(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows,
                         float *restrict scratch);
