@@ -351,8 +351,15 @@ static inline __attribute__((always_inline)) void attn_q8_half(const int R, __m5
 }
 
 /* The d of block b of the tile's sixteen rows (past-the-end rows are
- * zero rows: d 0), as floats. */
-static inline __m512 attn_q8_scales(const void *const *rows, int b) {
+ * zero rows: d 0), as floats: one gather where the rows are a run, row
+ * bytes apart (rb; 0: not a run). */
+static inline __m512 attn_q8_scales(const void *const *rows, int b, int rb) {
+    if (rb) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(rb));
+        __m512i g = _mm512_i32gather_epi32(idx, (const block_q8_0 *)rows[0] + b, 1);
+        return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+    }
     _Alignas(32) uint16_t h[16];
     for (int j = 0; j < 16; j++) h[j] = ((const block_q8_0 *)rows[j])[b].d;
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)h));
@@ -435,13 +442,13 @@ static inline __attribute__((always_inline)) void attn_q8_chunk_tile(const int R
 
 /* The rows that see a tile of a Q8_0 cache, in chunks as attn_tile_rows;
  * k and v hold 16 row addresses (zero rows past the cache's). */
-static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt,
+static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt, int rb,
                               const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
     const int nb = hd / QK;
     float *dk = w->k, *dv = w->v, *cv = w->v + 16 * (size_t)nb;
     for (int b = 0; b < nb; b++) {
-        _mm512_store_ps(dk + 16 * b, attn_q8_scales(k, b));
-        _mm512_store_ps(dv + 16 * b, attn_q8_scales(v, b));
+        _mm512_store_ps(dk + 16 * b, attn_q8_scales(k, b, rb));
+        _mm512_store_ps(dv + 16 * b, attn_q8_scales(v, b, rb));
     }
     for (int r = 0; r < rows->n;) {
         int32_t last = rows->last[r];
@@ -599,8 +606,9 @@ static void attn_q8_row_tile(int hd, float scale, const int8_t *qs, const float 
     }
 }
 
-static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt,
+static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt, int rb,
                               const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
+    (void)rb;
     for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j);
     for (int r = 0; r < rows->n; r++) {
         if (rows->last[r] < t0) continue;
@@ -661,7 +669,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
             attn_cursor_take(kv, &ahead, pf.n, pf.k, pf.v);
             pf_next += T;
         }
-        attn_cursor_take(kv, &cur, nt, kb, vb);
+        bool one_run = attn_cursor_take(kv, &cur, nt, kb, vb);
         for (int j = 0; j < nt; j++) {
             if (kv->type == TENSOR_TYPE_F32 || direct_f16 || q8) {
                 k[j] = kb[j], v[j] = vb[j];
@@ -674,7 +682,9 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         }
         for (int j = nt; j < T; j++) k[j] = v[j] = w.zero;
         if (q8) {
-            attn_q8_tile_rows(hd, scale, rows, t0, nt, k, v, &w, &pf);
+            /* whole tiles of one run: scales gathered at row_bytes strides */
+            int rb = one_run && nt == T && kv->row_bytes <= INT32_MAX / T ? (int)kv->row_bytes : 0;
+            attn_q8_tile_rows(hd, scale, rows, t0, nt, rb, k, v, &w, &pf);
             continue;
         }
         attn_tile_rows(hd, scale, rows, t0, nt, direct_f16, k, v, &w, &pf);

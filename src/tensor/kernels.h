@@ -102,15 +102,22 @@ struct attn_cursor {
     int off; /* positions of *span already handed out */
 };
 
-/* The K and V row addresses of the next n positions (the spans cover them). */
-static inline void attn_cursor_take(const struct attn_kv *kv, struct attn_cursor *c, int n, const uint8_t **k,
+/* The K and V row addresses of the next n positions (the spans cover them),
+ * a run at a time (a tile is usually one run). True if they all came from
+ * one run: then consecutive rows are kv->row_bytes apart. */
+static inline bool attn_cursor_take(const struct attn_kv *kv, struct attn_cursor *c, int n, const uint8_t **k,
                                     const uint8_t **v) {
-    for (int j = 0; j < n; j++) {
+    const size_t rb = kv->row_bytes;
+    int runs = 0;
+    for (int j = 0; j < n; runs++) {
         while (c->off == c->span->n) c->span++, c->off = 0;
-        k[j] = (const uint8_t *)c->span->k + (size_t)c->off * kv->row_bytes;
-        v[j] = (const uint8_t *)c->span->v + (size_t)c->off * kv->row_bytes;
-        c->off++;
+        int run = c->span->n - c->off < n - j ? c->span->n - c->off : n - j;
+        const uint8_t *kp = (const uint8_t *)c->span->k + (size_t)c->off * rb;
+        const uint8_t *vp = (const uint8_t *)c->span->v + (size_t)c->off * rb;
+        c->off += run;
+        for (int e = j + run; j < e; j++, kp += rb, vp += rb) k[j] = kp, v[j] = vp;
     }
+    return runs == 1;
 }
 
 /* The largest last position of the rows: the call reads 0..that. */
