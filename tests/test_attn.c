@@ -145,7 +145,7 @@ static const struct {
 
 TEST(attn_matches_double_reference) {
     static const int types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q8_0};
-    static const int hds[] = {64, 128, 32, 48, 12};
+    static const int hds[] = {64, 128, 32, 96, 48, 12};
     static const int groups[] = {1, 3, 4, 8};
     static const int lens[] = {1, 2, 15, 16, 17, 31, 100, 1100};
     double worst[TENSOR_ISA_COUNT] = {0};
