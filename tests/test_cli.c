@@ -22,7 +22,7 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
         "", "frobnicate", "bench", "bench kernels -t 0", "bench kernels -t x",
         "bench kernels --types q9_9", "bench kernels --isa sse9", "bench kernels --reps 0",
         "bench kernels --nope", "bench kernels --tokens 0", "bench kernels --tokens 5000", "bench kernels --tokens",
-        "bench kernels --rows 8", "bench kernels --rows x", "bench kernels --cols 33",
+        "bench kernels --rows 8", "bench kernels --rows x", "bench kernels --cols 33", "bench kernels --ctx 0",
         "bench kernels --cols 576 --types q4_k", "info", "info --nope x", "run", "run -p", "run -p x -f y",
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
@@ -78,7 +78,9 @@ TEST(cli_bench_json_has_requested_types) {
     const char *a = strstr(mv, "\"type\":\"Q4_0\""), *b = strstr(mv, "\"type\":\"Q4_K\"");
     CHECK(a && b && a < b && b < mm);
     CHECK(strstr(mm, "\"type\":\"Q4_0\"") && strstr(mm, "\"type\":\"Q4_K\""));
-    CHECK(strstr(out, "\"type\":\"Q8_0\"") == NULL);
+    /* (the attention section after them lists the cache types) */
+    const char *q8 = strstr(out, "\"type\":\"Q8_0\""), *at = strstr(out, "\"attn\":[");
+    CHECK(at && (q8 == NULL || q8 > at));
 }
 
 /* JSON number after "key": in s, or NAN. */
@@ -100,6 +102,22 @@ TEST(cli_bench_kernels_shape) {
     REQUIRE(mm != NULL);
     CHECK(json_num(mm, "rows") == 48 && json_num(mm, "cols") == 576 && json_num(mm, "tokens") == 16);
     CHECK(json_num(mm, "seconds") > 0);
+}
+
+/* The attention section: F16 and Q8_0 caches at --ctx positions, each
+ * with its time per position in L2 and from memory. */
+TEST(cli_bench_kernels_attention) {
+    char out[8192], err[4096];
+    REQUIRE(test_run_kvik("bench kernels --quick --reps 1 -t 2 --types q8_0 --ctx 40 --json", out, sizeof out, err,
+                          sizeof err) == 0);
+    const char *at = strstr(out, "\"attn\":[");
+    REQUIRE(at != NULL);
+    const char *f16 = strstr(at, "\"type\":\"F16\""), *q8 = strstr(at, "\"type\":\"Q8_0\"");
+    REQUIRE(f16 && q8 && f16 < q8);
+    for (const char *e = f16; e; e = e == f16 ? q8 : NULL) {
+        CHECK(json_num(e, "ctx") == 40 && json_num(e, "head_dim") == 64 && json_num(e, "group") == 3);
+        CHECK(json_num(e, "cache_ns") > 0 && json_num(e, "memory_ns") > 0 && json_num(e, "memory_gbs") > 0);
+    }
 }
 
 TEST(cli_bench_offline_json) {

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"
             "         kvik bench sweep (rates or concurrencies), kvik bench compare A.json B.json\n"
             "       kvik bench kernels [-t N] [--json] [--types LIST] [--isa NAME] [--reps N]\n"
-            "                          [--tokens N] [--rows N] [--cols N] [--quick]\n"
+            "                          [--tokens N] [--rows N] [--cols N] [--ctx N] [--quick]\n"
             "  -t N          threads (default: all CPUs)\n"
             "  --types LIST  comma-separated weight types (default: all with kernels)\n"
             "  --isa NAME    scalar, avx2, avx512 or amx (default: the best this CPU runs)\n"
@@ -41,6 +41,8 @@ static void usage(FILE *f) {
             "  --rows N      weight rows of the mat-mat (default 1024, 4096 columns: the\n"
             "                weights fit in the caches; 32768 makes them stream from memory)\n"
             "  --cols N      weight columns of the mat-mat (default 4096; a multiple of 256)\n"
+            "  --ctx N       positions of each sequence in the attention test (default 256):\n"
+            "                F16 and Q8_0 caches, head 64, 3 query heads per K/V head\n"
             "  --quick       small buffers (for smoke tests; numbers are not meaningful)\n"
             "  --json        one JSON object on stdout\n");
 }
@@ -127,6 +129,12 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             cols = v;
+        } else if (!strcmp(a, "--ctx") && i + 1 < argc) {
+            if (!cli_parse_long(argv[++i], 1, 1 << 16, &v)) {
+                fprintf(stderr, "kvik bench: --ctx expects 1..65536, got '%s'\n", argv[i]);
+                return 2;
+            }
+            p.attn_ctx = (int)v;
         } else if (!strcmp(a, "--types") && i + 1 < argc) {
             if ((n_types = parse_types(argv[++i], types, N_TYPES)) < 0) return 2;
         } else if (!strcmp(a, "--isa") && i + 1 < argc) {
@@ -220,6 +228,30 @@ int cmd_bench(int argc, char **argv) {
             printf("  %-6s %10.2f %9.1f %7.1f%%\n", tensor_type_name(r.type), r.seconds * 1e3, r.gops, pct);
         else
             printf("  %-6s %10.2f %9.1f %8s\n", tensor_type_name(r.type), r.seconds * 1e3, r.gops, "n/a");
+        fflush(stdout);
+    }
+    static const int cache_types[] = {TENSOR_TYPE_F16, TENSOR_TYPE_Q8_0};
+    if (json) {
+        printf("],\"attn\":[");
+    } else {
+        printf("\nattention (one sequence's K/V head and its 3 query rows a call, head 64, context %d,\n"
+               "  16-position blocks at random places; ns per position and K/V head on each thread;\n"
+               "  %% bw: the K/V bytes from memory against the read bandwidth above)\n",
+               p.attn_ctx);
+        printf("  %-6s %9s %12s %9s %8s\n", "cache", "in L2", "from memory", "GB/s", "% bw");
+    }
+    for (int i = 0; i < 2; i++) {
+        struct bench_attn_result r;
+        if (bench_attn(pool, &p, cache_types[i], &r, &err)) goto fail;
+        double pct = bw > 0 ? 100.0 * r.memory_gbs / bw : 0;
+        if (json)
+            printf("%s{\"type\":\"%s\",\"head_dim\":%d,\"group\":%d,\"ctx\":%d,\"cache_ns\":%.3f,"
+                   "\"memory_ns\":%.3f,\"memory_gbs\":%.2f,\"pct_bandwidth\":%.1f}",
+                   i ? "," : "", tensor_type_name(r.type), r.head_dim, r.group, r.ctx, r.cache_ns, r.memory_ns,
+                   r.memory_gbs, pct);
+        else
+            printf("  %-6s %9.2f %12.2f %9.2f %7.1f%%\n", tensor_type_name(r.type), r.cache_ns, r.memory_ns,
+                   r.memory_gbs, pct);
         fflush(stdout);
     }
     if (json) printf("]}\n");

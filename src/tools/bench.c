@@ -31,6 +31,7 @@ void bench_default_params(struct bench_params *p) {
         .matmul_rows = 1024,
         .matmul_cols = 4096,
         .matmul_tokens = 512,
+        .attn_ctx = 256,
         .kernels = NULL,
     };
 }
@@ -40,7 +41,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
+double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -139,7 +140,7 @@ double bench_read_bandwidth(struct bench_reader *r, struct pool *pool, const str
     double v[64];
     int reps = p->reps < 64 ? p->reps : 64;
     for (int i = 0; i < reps; i++) v[i] = bench_read_pass(r, pool);
-    return median(v, reps);
+    return bench_median(v, reps);
 }
 
 /* The layout a model's matrices get at load where the table has one of its
@@ -197,10 +198,10 @@ kvik_status bench_matvec(struct pool *pool, struct bench_reader *reader, const s
         ratio[r] = (double)wbytes / t[r] / 1e9 / bw[r];
     }
     *out = (struct bench_matvec_result){.type = type, .rows = rows, .cols = cols, .bytes = (double)wbytes};
-    out->seconds = median(t, reps);
+    out->seconds = bench_median(t, reps);
     out->gbs = out->bytes / out->seconds / 1e9;
-    out->bw_gbs = median(bw, reps);
-    out->pct_bw = 100.0 * median(ratio, reps);
+    out->bw_gbs = bench_median(bw, reps);
+    out->pct_bw = 100.0 * bench_median(ratio, reps);
 done:
     mem_free(w), mem_free(x), mem_free(y), mem_free(scratch), mem_free(panel);
     return st;
@@ -247,7 +248,7 @@ kvik_status bench_matmul(struct pool *pool, const struct bench_params *p, int ty
         }
     }
     *out = (struct bench_matmul_result){.type = type, .rows = rows, .cols = cols, .tokens = ntok};
-    out->seconds = median(t, reps);
+    out->seconds = bench_median(t, reps);
     out->gops = 2.0 * (double)rows * (double)cols * (double)ntok / out->seconds / 1e9;
 done:
     mem_free(w), mem_free(x), mem_free(y), mem_free(scratch), mem_free(panel);

@@ -16,10 +16,14 @@ struct bench_params {
     size_t matvec_bytes;    /* target size of each mat-vec weight matrix */
     int64_t matvec_cols;
     int64_t matmul_rows, matmul_cols, matmul_tokens;
+    int attn_ctx; /* positions of each sequence in the attention benchmark */
     const struct tensor_kernels *kernels;
 };
 
 void bench_default_params(struct bench_params *p);
+
+/* The median of v[0..n) (sorts v). */
+double bench_median(double *v, int n);
 
 /* A buffer for read-bandwidth passes, several times the last-level cache. */
 struct bench_reader {
@@ -67,6 +71,21 @@ struct bench_matmul_result {
 
 kvik_status bench_matmul(struct pool *pool, const struct bench_params *p, int type,
                          struct bench_matmul_result *out, struct kvik_err *err);
+
+struct bench_attn_result {
+    int type; /* the cache's row type: F32, F16 or Q8_0 */
+    int head_dim, group, ctx;
+    double cache_ns;   /* per position and K/V head on each thread, the rows in L2 */
+    double memory_ns;  /* the same, every sequence read from memory once */
+    double memory_gbs; /* K/V bytes from memory per second, all threads */
+};
+
+/* The kernel table's attention on a decode step's shape (bench_attn.c):
+ * head 64, 3 query heads per K/V head, 3 K/V heads per cached row,
+ * p->attn_ctx positions in 16-position blocks at random places, the pool
+ * p->bandwidth_bytes / 2. */
+kvik_status bench_attn(struct pool *pool, const struct bench_params *p, int type, struct bench_attn_result *out,
+                       struct kvik_err *err);
 
 /* Theoretical int8 multiply-add peak of the kernels' ISA on this machine in
  * GOP/s (2 ops per multiply-add), from the nominal clock; 0 if unknown.
