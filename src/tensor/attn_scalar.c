@@ -5,7 +5,8 @@
  *
  * For each tile (boundaries at absolute positions):
  *   the tile's K and V rows are made floats once (F32 rows are read in
- *   place; F16 and Q8_0 rows are converted into the scratch tile);
+ *   place; F16 rows are converted into the scratch tile; Q8_0 rows are
+ *   read as integers, below);
  *   for each row that sees the tile, with n = its positions in the tile:
  *     s_j   = scale * q . k_j                       j < n
  *     m'    = max(m, max_j s_j)
@@ -47,18 +48,10 @@ void attn_quantize_rows(const struct attn_rows *rows, int hd, struct attn_work *
     }
 }
 
-/* One cached row (hd values of type) as floats. */
-static void row_to_float(int type, const uint8_t *src, float *dst, int hd) {
-    if (type == TENSOR_TYPE_F16) {
-        const uint16_t *h = (const uint16_t *)src;
-        for (int d = 0; d < hd; d++) dst[d] = fp16_to_fp32(h[d]);
-    } else { /* Q8_0 */
-        const block_q8_0 *b = (const block_q8_0 *)src;
-        for (int i = 0; i < hd / QK; i++) {
-            float scale = fp16_to_fp32(b[i].d);
-            for (int j = 0; j < QK; j++) dst[i * QK + j] = scale * (float)b[i].qs[j];
-        }
-    }
+/* One cached F16 row (hd values) as floats. */
+static void f16_row_to_float(const uint8_t *src, float *dst, int hd) {
+    const uint16_t *h = (const uint16_t *)src;
+    for (int d = 0; d < hd; d++) dst[d] = fp16_to_fp32(h[d]);
 }
 
 float attn_softmax_step(float *p, int n, float *m, float *l) {
@@ -150,8 +143,8 @@ void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct att
                 k[j] = (const float *)kb[j], v[j] = (const float *)vb[j];
             } else {
                 float *kf = w.k + (size_t)j * w.hd_pad, *vf = w.v + (size_t)j * w.hd_pad;
-                row_to_float(kv->type, kb[j], kf, hd);
-                row_to_float(kv->type, vb[j], vf, hd);
+                f16_row_to_float(kb[j], kf, hd);
+                f16_row_to_float(vb[j], vf, hd);
                 k[j] = kf, v[j] = vf;
             }
         }

@@ -8,9 +8,11 @@
  *     as they are loaded, and the rows of a call with the same position
  *     (a group's heads: up to ATTN_CHUNK) are updated together, so each
  *     value is loaded once for all of them; 256-bit: a tile's F16 rows
- *     are converted once into the scratch tile. Q8_0 rows go to the
- *     scratch tile a 32-value block at a time (bytes widened to int32, to
- *     float, times the block scale) in both; F32 rows are read in place;
+ *     are converted once into the scratch tile; F32 rows are read in
+ *     place; Q8_0 rows are read in place as integers (the query rows
+ *     quantized once per call, the scores exact int8 block sums: vpdpbusd
+ *     eight positions at a time, or vpmaddubsw a block at a time), as
+ *     attn_scalar.c defines them;
  *   - the 16 scores of a row are 16 dot products reduced together (one
  *     transpose-and-add tree instead of 16 horizontal sums); positions past
  *     the row's last are masked to -inf before the maximum and to 0 after
@@ -105,21 +107,11 @@ static inline __m512 hsum_join_ps512(__m512 w0, __m512 w1) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));
 }
 
-/* One cached row (hd values, hd a multiple of 16) as floats. */
-static inline void attn_row_to_float(int type, const uint8_t *src, float *dst, int hd) {
-    if (type == TENSOR_TYPE_F16) {
-        for (int d = 0; d < hd; d += 16)
-            _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
-    } else { /* Q8_0 */
-        const block_q8_0 *b = (const block_q8_0 *)src;
-        for (int i = 0; i < hd / QK; i++) {
-            __m512 scale = _mm512_set1_ps(f16t(b[i].d));
-            for (int h = 0; h < 2; h++) {
-                __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16 * h)));
-                _mm512_storeu_ps(dst + i * QK + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale));
-            }
-        }
-    }
+/* One cached F16 row (hd values, hd a multiple of 16) as floats (the
+ * driver's path for F16 rows that are not read in place: none here). */
+static inline void attn_f16_to_float(const uint8_t *src, float *dst, int hd) {
+    for (int d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
 }
 
 /* 16 cached values from position d of a row: F16 rows converted as they
@@ -486,19 +478,8 @@ static inline float hmax_ps(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
-static inline void attn_row_to_float(int type, const uint8_t *src, float *dst, int hd) {
-    if (type == TENSOR_TYPE_F16) {
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, load_f16x8((const uint16_t *)src + d));
-    } else { /* Q8_0 */
-        const block_q8_0 *b = (const block_q8_0 *)src;
-        for (int i = 0; i < hd / QK; i++) {
-            __m256 scale = _mm256_set1_ps(f16t(b[i].d));
-            for (int h = 0; h < 4; h++) {
-                __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * h)));
-                _mm256_storeu_ps(dst + i * QK + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale));
-            }
-        }
-    }
+static inline void attn_f16_to_float(const uint8_t *src, float *dst, int hd) {
+    for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(dst + d, load_f16x8((const uint16_t *)src + d));
 }
 
 /* As the AVX-512 version, the 16 positions as two halves of 8. A half
@@ -673,10 +654,10 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         for (int j = 0; j < nt; j++) {
             if (kv->type == TENSOR_TYPE_F32 || direct_f16 || q8) {
                 k[j] = kb[j], v[j] = vb[j];
-            } else {
+            } else { /* F16 rows for the 256-bit kernel */
                 float *kf = w.k + (size_t)j * w.hd_pad, *vf = w.v + (size_t)j * w.hd_pad;
-                attn_row_to_float(kv->type, kb[j], kf, hd);
-                attn_row_to_float(kv->type, vb[j], vf, hd);
+                attn_f16_to_float(kb[j], kf, hd);
+                attn_f16_to_float(vb[j], vf, hd);
                 k[j] = kf, v[j] = vf;
             }
         }
