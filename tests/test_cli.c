@@ -27,7 +27,7 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
         "bench offline -t", "bench engine -b 0", "bench engine -b 1,,2", "bench engine -b x", "bench engine -n 0",
-        "bench engine --nope",
+        "bench engine --nope", "bench engine --kv-type q4_0", "bench engine --kv-type",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -158,6 +158,11 @@ TEST(cli_bench_engine_json) {
     CHECK(json_num(out, "prefill_tok_s") > 0 && json_num(second, "decode_tok_s") > 0);
     /* one prefill step, then a decode step per further token, at any batch */
     CHECK_MSG(json_num(out, "steps") == 3 && json_num(second, "steps") >= 3, "%s", out);
+    CHECK(strstr(out, "\"kv_type\":\"F16\"") != NULL);
+    /* --kv-type: the cache's rows (a Q8_0 cache's attention reads integers) */
+    snprintf(args, sizeof args, "bench engine -m '%s' -b 2 -p 4 -n 3 -t 1 --kv-type q8_0 --json", model);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK(strstr(out, "\"kv_type\":\"Q8_0\"") != NULL && json_num(out, "decode_tok_s") > 0);
 }
 
 /* --phases: the forward pass's phases of the batch-B decode steps, each

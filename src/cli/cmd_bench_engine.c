@@ -203,8 +203,8 @@ int cmd_bench_engine(int argc, char **argv) {
     int rc = 0;
     if (!run_batch(m, (int)threads, kv_type, 1, (int)n_prompt, n_gen < 8 ? (int)n_gen : 8, false, &rng, &warm, &err)) rc = 1;
     if (!json && !rc)
-        printf("model %s, %ld threads, %s, prompt %ld, generate %ld\n", base, threads, tensor_kernels_best()->name,
-               n_prompt, n_gen);
+        printf("model %s, %ld threads, %s, %s cache, prompt %ld, generate %ld\n", base, threads,
+               tensor_kernels_best()->name, tensor_type_name(kv_type), n_prompt, n_gen);
     for (int b = 0; b < n_batches && !rc; b++) {
         struct result res;
         if (!run_batch(m, (int)threads, kv_type, (int)batches[b], (int)n_prompt, (int)n_gen, phases, &rng, &res, &err)) {
@@ -212,9 +212,11 @@ int cmd_bench_engine(int argc, char **argv) {
             break;
         }
         if (json) {
-            printf("{\"model\":\"%s\",\"threads\":%ld,\"batch\":%ld,\"n_prompt\":%ld,\"n_gen\":%ld,"
-                   "\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"decode_tok_s_per_seq\":%.2f,\"steps\":%llu",
-                   base, threads, batches[b], n_prompt, n_gen, res.prefill_tok_s, res.decode_tok_s,
+            printf("{\"model\":\"%s\",\"threads\":%ld,\"kv_type\":\"%s\",\"batch\":%ld,\"n_prompt\":%ld,"
+                   "\"n_gen\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.2f,\"decode_tok_s_per_seq\":%.2f,"
+                   "\"steps\":%llu",
+                   base, threads, tensor_type_name(kv_type), batches[b], n_prompt, n_gen, res.prefill_tok_s,
+                   res.decode_tok_s,
                    res.decode_tok_s / (double)batches[b], (unsigned long long)res.steps);
             if (phases) {
                 printf(",\"phase_steps\":%lld,\"phases_ms\":{", (long long)res.prof.calls);
