@@ -191,6 +191,51 @@ TEST(attn_matches_double_reference) {
         if (tensor_kernels_get(isa)) printf("    %s: max error %.2e\n", tensor_kernels_get(isa)->name, worst[isa]);
 }
 
+/* A query row with a NaN (and with a Q8_0 cache one with an infinity:
+ * the block's scale is NaN): that row's output is NaN in every ISA and
+ * cache type, not a softmax that weighed NaN scores as e^-87 nor a NaN
+ * quantized as -128, and the other rows of the call are what they are
+ * without it. */
+TEST(attn_nan_query_stays_in_its_row) {
+    static const int types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q8_0};
+    const int hd = 64, group = 3, n = 40;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    struct test_cache c;
+    cache_build(&c, types[ti], hd, n, k_blocks16, 1, 11);
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *kt = tensor_kernels_get(isa);
+        if (!kt) continue;
+        int32_t lasts[2] = {n - 1, n - 1};
+        uint64_t rng = 3;
+        struct test_rows r;
+        rows_make(&r, hd, lasts, 2, group, &rng);
+        run_kernel(kt, &c, &r, 0.125f);
+        size_t bytes = sizeof(float) * (size_t)r.n * hd;
+        float *want = malloc(bytes);
+        memcpy(want, r.obuf, bytes);
+        r.qbuf[(size_t)4 * hd + 40] = NAN; /* row 4: token 1's second head, its second block */
+        bool q8 = types[ti] == TENSOR_TYPE_Q8_0;
+        if (q8) r.qbuf[(size_t)1 * hd + 3] = INFINITY; /* row 1: an infinity makes the block's scale NaN */
+        run_kernel(kt, &c, &r, 0.125f);
+        for (int i = 0; i < r.n; i++) {
+            const float *got = r.obuf + (size_t)i * hd, *ok = want + (size_t)i * hd;
+            if (i == 4 || (q8 && i == 1)) {
+                int nans = 0;
+                for (int d = 0; d < hd; d++) nans += isnan(got[d]);
+                CHECK_MSG(nans == hd, "%s %s: row %d (NaN or infinite query) has %d NaN outputs of %d", kt->name,
+                          tensor_type_name(types[ti]), i, nans, hd);
+            } else {
+                CHECK_MSG(!memcmp(got, ok, sizeof(float) * (size_t)hd), "%s %s: row %d changed by another's NaN",
+                          kt->name, tensor_type_name(types[ti]), i);
+            }
+        }
+        free(want);
+        rows_free(&r);
+    }
+    cache_free(&c);
+    }
+}
+
 /* The rows of token 0 (lasts[0]) in a call of their own, in a call with
  * other tokens and heads, and over differently split runs: same bits. */
 TEST(attn_batch_invariance) {

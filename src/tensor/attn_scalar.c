@@ -17,7 +17,9 @@
  *
  * A Q8_0 cache is read as integers: each query row is quantized once per
  * call as the products quantize activations (Q8_0 blocks of 32: d the f16
- * of max|q| / 127), a score is exact block sums of int8 products,
+ * of max|q| / 127; a block holding a NaN or an infinity gets d NaN, so
+ * that the row's output is NaN and no quant is ever -128), a score is
+ * exact block sums of int8 products,
  *     s = 0;  for each block b: s = fma((float) sum_b q_int k_int, d_q,b * d_k,b, s)
  * and the value rows enter as out = fma(p_j * d_v,b, (float) v_int, out),
  * the weights' products with the rows' scales made before the sum.
@@ -40,7 +42,15 @@ void attn_quantize_rows(const struct attn_rows *rows, int hd, struct attn_work *
         int8_t *qs = attn_q8_qs(w, r);
         block_q8_0 b;
         for (int i = 0; i < nb; i++) {
-            quantize_row_q8_0_ref(rows->q[r] + i * QK, &b, QK);
+            const float *x = rows->q[r] + i * QK;
+            bool finite = true;
+            for (int j = 0; j < QK; j++) finite &= isfinite(x[j]) != 0;
+            if (!finite) { /* NaN scores for the row, not a NaN quantized as -128 */
+                memset(qs + i * QK, 0, QK);
+                attn_q8_d(w, r)[i] = NAN;
+                continue;
+            }
+            quantize_row_q8_0_ref(x, &b, QK);
             memcpy(qs + i * QK, b.qs, QK);
             attn_q8_d(w, r)[i] = fp16_to_fp32(b.d);
         }

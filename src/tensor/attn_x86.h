@@ -28,9 +28,10 @@
 /* e^x for x <= 0 (softmax arguments): x = n ln2 + r with |r| <= ln2/2,
  * e^r by its degree-6 Taylor polynomial (relative error < 2e-7), times 2^n
  * built in the exponent field. Arguments below -87 give e^-87 (~1.6e-38)
- * rather than denormals; the kernels zero the lanes that must be 0. */
+ * rather than denormals; the kernels zero the lanes that must be 0. A NaN
+ * argument gives NaN (a NaN score must not become a weight of e^-87). */
 static inline __m256 exp_neg_ps(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x); /* a NaN x stays NaN (maxps returns its second operand) */
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x); /* ln2 high part */
@@ -72,7 +73,7 @@ enum { ATTN_DIRECT_F16 = 1 }; /* F16 rows read in place (attn_load) */
 
 /* exp_neg_ps on 16 lanes, 2^n applied by vscalefps. */
 static inline __m512 exp_neg_ps512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x); /* a NaN x stays NaN */
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -275,9 +276,10 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
 
 /* ---- Q8_0 caches: integer scores (the reference is attn_scalar.c) ------- */
 
-/* Each query row quantized as quantize_row_q8_0_ref makes it (the shared
- * block step, byte for byte; a block with a NaN by the reference), with
- * its blocks' d as floats and 128 times the sum of each block's quants. */
+/* Each query row quantized as attn_quantize_rows makes it (the shared
+ * block step, byte for byte; a block with a NaN or an infinity: zeros, d
+ * NaN), with its blocks' d as floats and 128 times the sum of each block's
+ * quants. */
 static void attn_quantize_rows_x86(const struct attn_rows *rows, int hd, struct attn_work *w) {
     int nb = hd / QK;
     for (int r = 0; r < rows->n; r++) {
@@ -287,19 +289,16 @@ static void attn_quantize_rows_x86(const struct attn_rows *rows, int hd, struct 
         for (int i = 0; i < nb; i++) {
             float d;
             int32_t sum;
-            if (!q8_block_avx512(rows->q[r] + i * QK, qs + i * QK, &d, &sum)) {
-                block_q8_0 b;
-                quantize_row_q8_0_ref(rows->q[r] + i * QK, &b, QK);
-                memcpy(qs + i * QK, b.qs, QK);
-                d = fp16_to_fp32(b.d);
-                sum = 0;
-                for (int j = 0; j < QK; j++) sum += b.qs[j];
+            /* false for a NaN; an infinity makes d infinite */
+            if (!q8_block_avx512(rows->q[r] + i * QK, qs + i * QK, &d, &sum) || !(d < INFINITY)) {
+                memset(qs + i * QK, 0, QK);
+                dq[i] = NAN, corr[i] = 0;
+                continue;
             }
             dq[i] = fp16_to_fp32(fp32_to_fp16(d));
             corr[i] = 128 * sum;
         }
         memset(qs + nb * QK, 0, w->q8_bytes - (size_t)nb * QK);
-        if (nb % 2) dq[nb] = 0.0f, corr[nb] = 0;
     }
 }
 
@@ -542,7 +541,6 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
                       &w->l[r], rows->out[r], w->p);
     }
 }
-
 
 /* ---- Q8_0 caches (the reference is attn_scalar.c) ------------------------ */
 

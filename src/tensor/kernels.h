@@ -93,7 +93,8 @@ static inline int32_t *attn_q8_corr(const struct attn_work *w, int r) {
 float attn_softmax_step(float *p, int n, float *m, float *l);
 
 /* Each row's quants and block scales for a Q8_0 cache, as the reference
- * quantizer makes them (quantize_row_q8_0_ref). */
+ * quantizer makes them (quantize_row_q8_0_ref; a block with a NaN or an
+ * infinity: zeros and d NaN). */
 void attn_quantize_rows(const struct attn_rows *rows, int hd, struct attn_work *w);
 
 /* Walks a sequence's spans forward, position by position. */
