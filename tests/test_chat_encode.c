@@ -600,3 +600,50 @@ TEST(chat_encode_kvik_run_chat) {
     chat_format_free(&fam.fmt);
     tokenizer_free(fam.tok);
 }
+
+/* Random contents from marker pieces, text, white space and stray bytes,
+ * on every family: always the reference's ids. */
+TEST(chat_encode_families_random_contents) {
+    static const char *const bits[] = {"a",  "Hello", " ",  "\n", "\t", "<",    "|",    ">",   "/",
+                                       "_",  "\xc3\xa9", "\xe4\xb8\x96", "\xff", "\xc3", "12", "system",
+                                       "user", "model", "[INST]", "[/INST]", "<<", "|>", "\n\n"};
+    uint64_t rng = 0x5eed;
+    for (int f = 0; f < 5; f++) {
+        struct family fam;
+        if (!family_get(f, &fam)) return;
+        int bad = 0;
+        for (int it = 0; it < 150 && bad < 3; it++) {
+            static char text[4][512];
+            struct chat_msg msgs[4] = {{"system", text[0]}, {"user", text[1]}, {"assistant", text[2]}, {"user", text[3]}};
+            for (int m = 0; m < 4; m++) {
+                size_t o = 0;
+                int parts = (int)(test_rand_u64(&rng) % 8);
+                for (int p = 0; p < parts; p++) {
+                    uint64_t r = test_rand_u64(&rng);
+                    const char *piece;
+                    size_t pl;
+                    if (r % 3 == 0) { /* a marker, whole or a slice of it */
+                        int nm = 0;
+                        while (nm < 8 && fam.markers[nm]) nm++;
+                        const char *mk = fam.markers[(r >> 8) % (uint64_t)nm];
+                        size_t ml = strlen(mk), a = (r >> 16) % 2 ? 0 : (r >> 20) % ml;
+                        size_t b = (r >> 24) % 2 ? ml : a + (r >> 28) % (ml - a + 1);
+                        piece = mk + a, pl = b - a;
+                    } else {
+                        piece = bits[(r >> 8) % (sizeof bits / sizeof bits[0])], pl = strlen(piece);
+                    }
+                    if (o + pl < sizeof text[m]) memcpy(text[m] + o, piece, pl), o += pl;
+                }
+                text[m][o] = 0;
+                /* no white space at either end (llama3 and gemma trim it; the reference does not) */
+                size_t s = 0;
+                while (text[m][s] == ' ' || text[m][s] == '\n' || text[m][s] == '\t') s++;
+                memmove(text[m], text[m] + s, strlen(text[m] + s) + 1);
+                o = strlen(text[m]);
+                while (o > 0 && (text[m][o - 1] == ' ' || text[m][o - 1] == '\n' || text[m][o - 1] == '\t')) text[m][--o] = 0;
+            }
+            bad += !check_conversation(&fam, msgs, 4, it % 2, "random contents");
+        }
+        tokenizer_free(fam.tok);
+    }
+}
