@@ -118,6 +118,22 @@ struct engine {
     struct spec_engine *spec; /* speculative decoding (spec_engine.c); NULL: off */
 };
 
+/* Appends toks[0..n) at positions pos.. of cache sequence seq to the
+ * step's batch (e->b_tok, b_pos, b_seq, b_logits; *nb entries before, *nb
+ * + n after); the last n_logits of them ask for logits. The one loop that
+ * fills a batch, for the target model's steps and the draft model's
+ * rounds alike. */
+static inline void engine_batch_add(struct engine *e, int *nb, int seq, int pos, const int32_t *toks, int n,
+                                    int n_logits) {
+    for (int j = 0; j < n; j++) {
+        int i = (*nb)++;
+        e->b_tok[i] = toks[j];
+        e->b_pos[i] = pos + j;
+        e->b_seq[i] = seq;
+        e->b_logits[i] = j >= n - n_logits;
+    }
+}
+
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
 void sched_step(struct engine *e);
 

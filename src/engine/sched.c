@@ -59,18 +59,10 @@ static void preempt(struct engine *e, struct eseq *s) {
 static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
     struct ereq *r = s->req;
     int a = s->n_computed;
-    for (int j = 0; j < n; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = s->tokens[a + j];
-        e->b_pos[i] = a + j;
-        e->b_seq[i] = s->kv;
-        e->b_logits[i] = false;
-    }
+    bool last = a + n == s->n_tokens; /* the last position samples */
+    engine_batch_add(e, nb, s->kv, a, s->tokens + a, n, last ? 1 : 0);
     s->n_computed += n;
-    if (s->n_computed == s->n_tokens) {
-        e->b_logits[*nb - 1] = true;
-        e->samp[(*n_samp)++] = s;
-    }
+    if (last) e->samp[(*n_samp)++] = s;
     int lo = a > r->n_prompt_counted ? a : r->n_prompt_counted, hi = a + n < r->n_prompt ? a + n : r->n_prompt;
     if (hi > lo) {
         e->st.prompt_tokens += (uint64_t)(hi - lo);

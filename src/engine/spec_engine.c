@@ -160,13 +160,7 @@ static bool draft_add(struct engine *e, struct eseq *s, const int32_t *toks, int
     struct spec_seq *q = s->spec;
     struct kv_paged *kv = &e->spec->dkv;
     if (n <= 0 || *nb + n > e->cfg.max_batch_tokens || !kv_paged_seq_grow(kv, q->dkv, from + n)) return false;
-    for (int j = 0; j < n; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = toks[j];
-        e->b_pos[i] = from + j;
-        e->b_seq[i] = q->dkv;
-        e->b_logits[i] = row && j == n - 1;
-    }
+    engine_batch_add(e, nb, q->dkv, from, toks, n, row ? 1 : 0);
     if (row) q->d_row = (*nrow)++;
     return true;
 }
@@ -252,14 +246,8 @@ int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp
     }
     q->n_draft = k;
     memcpy(s->tokens + s->n_tokens, q->draft, (size_t)k * sizeof *q->draft);
-    for (int j = 0; j <= k; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = s->tokens[s->n_computed + j];
-        e->b_pos[i] = s->n_computed + j;
-        e->b_seq[i] = s->kv;
-        e->b_logits[i] = true;
-        e->samp[(*n_samp)++] = s;
-    }
+    engine_batch_add(e, nb, s->kv, s->n_computed, s->tokens + s->n_computed, k + 1, k + 1);
+    for (int j = 0; j <= k; j++) e->samp[(*n_samp)++] = s;
     s->n_computed += k + 1;
     q->n_rows = k + 1;
     return k + 1;
