@@ -149,17 +149,33 @@ int engine_prefix_attach(struct engine *e, struct eseq *s);
 void engine_prefix_admitted(struct engine *e, struct eseq *s);
 void engine_prefix_register(struct engine *e);
 
-/* engine.c, for sched.c */
-void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
-void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
-/* Sends token tok (already recorded in the sampler; row its raw logits)
- * and ends the choice where engine_emit_token would. */
-void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);
+/* seq.c: the bookkeeping of choices, for engine.c and sched.c.
+ * seq_running_insert: s, given cache sequence s->kv, joins e->running in
+ * arrival order (RUNNING). seq_running_remove: s leaves it; its cache
+ * sequence (and draft sequence) is closed and n_computed is 0; its
+ * slots are given back. seq_wait_push_back / _push_front: s joins the
+ * waiting queue at the end (new) or the front (preempted) (WAITING);
+ * seq_wait_unlink: s leaves it, its state unchanged. */
+void seq_running_insert(struct engine *e, struct eseq *s);
+void seq_running_remove(struct engine *e, struct eseq *s);
+void seq_wait_push_back(struct engine *e, struct eseq *s);
+void seq_wait_push_front(struct engine *e, struct eseq *s);
+void seq_wait_unlink(struct engine *e, struct eseq *s);
+/* Samples s's next token from row (argmax: the row's argmax if the forward
+ * pass found it, else -1), records it in the sampler and sends it
+ * (seq_send_token). */
+void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
+/* Sends token tok (already recorded in the sampler; row its raw logits):
+ * appends it and calls the request's callback, or ends the choice (DONE)
+ * on an end-of-generation token, a callback that returns false, or
+ * max_tokens. */
+void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);
+/* Ends s (a no-op if DONE): it leaves the running array or the waiting
+ * queue, gets its final event, and so do its still PENDING forks. A
+ * request whose last choice ended is on e->done afterwards. */
+void seq_finish(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
+/* Counts a duration of ns in h. */
 void engine_hist_add(struct engine_hist *h, int64_t ns);
-void engine_running_insert(struct engine *e, struct eseq *s);
-void engine_running_remove(struct engine *e, struct eseq *s);
-void engine_wait_push_front(struct engine *e, struct eseq *s);
-void engine_wait_unlink(struct engine *e, struct eseq *s);
 
 /* spec_engine.c: speculative decoding inside a step (engine/spec.h). */
 /* The draft pool and buffers for e->cfg's spec_mode (after e->kv and

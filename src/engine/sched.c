@@ -49,8 +49,8 @@
 #include "engine/engine_int.h"
 
 static void preempt(struct engine *e, struct eseq *s) {
-    engine_running_remove(e, s);
-    engine_wait_push_front(e, s);
+    seq_running_remove(e, s);
+    seq_wait_push_front(e, s);
     e->st.preemptions++;
 }
 
@@ -86,7 +86,7 @@ static int fit(const struct engine *e, const struct eseq *s, int want, int64_t r
  * false (s ended with an error) if the cache refuses. */
 static bool take(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
     if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + n)) {
-        engine_finish_choice(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+        seq_finish(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
         return false;
     }
     add_tokens(e, s, n, nb, n_samp);
@@ -105,14 +105,14 @@ static void fork_choices(struct engine *e, struct eseq *s) {
         int kv = kv_paged_seq_fork(&e->kv, s->kv);
         if (kv < 0) {
             e->n_slots--;
-            engine_finish_choice(e, x, ENGINE_FINISH_ERROR, "engine: no cache sequence for a choice");
+            seq_finish(e, x, ENGINE_FINISH_ERROR, "engine: no cache sequence for a choice");
             continue;
         }
         memcpy(x->tokens, s->tokens, (size_t)s->n_tokens * sizeof *x->tokens);
         x->n_tokens = s->n_tokens;
         x->n_computed = s->n_computed;
         x->kv = kv;
-        engine_running_insert(e, x);
+        seq_running_insert(e, x);
     }
 }
 
@@ -120,7 +120,7 @@ static void fork_choices(struct engine *e, struct eseq *s) {
 static void fail_batch(struct engine *e, int nb, const char *msg) {
     for (int i = 0; i < nb; i++) {
         struct eseq *s = e->by_kv[e->b_seq[i]];
-        if (s && s->state == ESEQ_RUNNING) engine_finish_choice(e, s, ENGINE_FINISH_ERROR, msg);
+        if (s && s->state == ESEQ_RUNNING) seq_finish(e, s, ENGINE_FINISH_ERROR, msg);
     }
 }
 
@@ -185,8 +185,8 @@ rebuild:
             break;
         }
         engine_prefix_admitted(e, s);
-        engine_wait_unlink(e, s);
-        engine_running_insert(e, s);
+        seq_wait_unlink(e, s);
+        seq_running_insert(e, s);
         e->n_slots += slots;
         struct ereq *r = s->req;
         if (!r->started) {
@@ -205,9 +205,9 @@ rebuild:
         }
         /* unreachable while every request fits the pool alone; never spin */
         if (e->n_running == 1)
-            engine_finish_choice(e, e->running[0], ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+            seq_finish(e, e->running[0], ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
         else if (!preempted && e->wait_head)
-            engine_finish_choice(e, e->wait_head, ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+            seq_finish(e, e->wait_head, ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
         return;
     }
 
@@ -234,7 +234,7 @@ rebuild:
         if (forks) fork_choices(e, s);
         for (int c = s->choice; c <= s->choice + forks; c++) {
             struct eseq *x = &s->req->seqs[c];
-            if (x->state == ESEQ_RUNNING) engine_emit_token(e, x, row, e->argmax[j], now);
+            if (x->state == ESEQ_RUNNING) seq_emit_token(e, x, row, e->argmax[j], now);
         }
     }
 }

@@ -241,7 +241,7 @@ int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp
     if (k < 0) k = 0;
     while (k > 0 && kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + 1 + k) > kv_paged_free_blocks(&e->kv)) k--;
     if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + 1 + k)) {
-        engine_finish_choice(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+        seq_finish(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
         return 0;
     }
     q->n_draft = k;
@@ -271,7 +271,7 @@ int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now) {
         spec_ctl_update(&q->ctl, k, accepted);
     }
     for (int j = 0; j < nt && s->state == ESEQ_RUNNING; j++)
-        engine_send_token(e, s, x->out[j], rows + (size_t)j * (size_t)nv, now);
+        seq_send_token(e, s, x->out[j], rows + (size_t)j * (size_t)nv, now);
     if (s->state != ESEQ_RUNNING) return k + 1;
     /* keep the last sampled token and the accepted drafts; the new token is fed next step */
     s->n_computed = base + 1 + accepted;
