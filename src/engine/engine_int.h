@@ -192,11 +192,17 @@ void spec_seq_release(struct engine *e, struct eseq *s);
  * of the draft model batched over the choices). */
 void spec_prepare(struct engine *e);
 /* The decode of s with its draft (up to budget tokens in all, blocks for
- * the first already free): tokens added to the batch, 0 if s ended with
- * an error. */
+ * the first already free): the tokens added to the batch, 0 (nothing
+ * added) if the cache refused to grow s. */
 int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp);
-/* Verifies s's draft from logits row `row` on and emits the tokens kept:
- * the rows it used, 0 when row is not a decode of s with speculation. */
-int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now);
+/* Verifies s's draft from logits row `row` on: the tokens to emit (1 or
+ * more, already recorded in s's sampler; token t's raw logits are row +
+ * t) in *toks[0..*n_toks), valid until the next call; returns the rows the
+ * decode used, 0 when row is not a decode of s with speculation. */
+int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, int *n_toks);
+/* After spec_check's tokens were sent, if s still runs: its target and
+ * draft caches drop the positions of rejected draft tokens (n_computed
+ * is the last sampled token plus the accepted drafts). */
+void spec_rewind(struct engine *e, struct eseq *s);
 
 #endif /* KVIK_ENGINE_INT_H */

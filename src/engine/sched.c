@@ -43,8 +43,10 @@
  * row; choices 1..n-1 fork its cache sequence first.
  *
  * With speculative decoding (spec_engine.c) the decode of a choice carries
- * its draft too, each position with logits, and spec_emit verifies and
- * emits; the hooks here are spec_prepare, spec_take and spec_emit.
+ * its draft too, each position with logits: spec_prepare drafts at the
+ * start of the step, spec_take adds a decode with its draft, spec_check
+ * verifies it and returns the tokens to keep, which are sent here, and
+ * spec_rewind drops the rejected positions of a choice still running.
  */
 #include "engine/engine_int.h"
 
@@ -82,11 +84,16 @@ static int fit(const struct engine *e, const struct eseq *s, int want, int64_t r
     return (int)c;
 }
 
+/* s's cache sequence could not grow: s ends with an error. */
+static void grow_refused(struct engine *e, struct eseq *s) {
+    seq_finish(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+}
+
 /* Grows s's cache sequence for n more positions and adds them to the batch;
  * false (s ended with an error) if the cache refuses. */
 static bool take(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
     if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + n)) {
-        seq_finish(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+        grow_refused(e, s);
         return false;
     }
     add_tokens(e, s, n, nb, n_samp);
@@ -144,8 +151,9 @@ rebuild:
         }
         if (self) break; /* s was the newest: nothing after it */
         /* a draft may use the budget beyond one token for each choice after s */
-        int used = e->spec ? spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp)
-                           : take(e, s, 1, &nb, &n_samp);
+        int used;
+        if (!e->spec) used = take(e, s, 1, &nb, &n_samp) ? 1 : 0;
+        else if (!(used = spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp))) grow_refused(e, s);
         if (!used) {
             i--; /* s left the array */
             continue;
@@ -224,12 +232,16 @@ rebuild:
     now = clock_ns();
     for (int j = 0; j < n_samp; j++) {
         struct eseq *s = e->samp[j];
-        int rows = e->spec ? spec_emit(e, s, j, now) : 0;
-        if (rows) {
+        const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
+        const int32_t *toks = NULL;
+        int n_toks = 0, rows = e->spec ? spec_check(e, s, j, &toks, &n_toks) : 0;
+        if (rows) { /* a decode with its draft: the kept tokens, one row each */
+            for (int t = 0; t < n_toks && s->state == ESEQ_RUNNING; t++)
+                seq_send_token(e, s, toks[t], row + (size_t)t * (size_t)e->n_vocab, now);
+            if (s->state == ESEQ_RUNNING) spec_rewind(e, s);
             j += rows - 1;
             continue;
         }
-        const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
         int forks = s->n_fork;
         if (forks) fork_choices(e, s);
         for (int c = s->choice; c <= s->choice + forks; c++) {
