@@ -1,8 +1,9 @@
 /*
  * engine.c — the serving engine's outside (engine.h): configuration,
- * request admission, the engine thread's loop, cancellation, drain, events
- * and statistics. What one step computes is in sched.c; the layout both
- * share is in engine_int.h.
+ * request admission, the engine thread's loop, cancellation, drain and
+ * published statistics. It is the top of the engine's files (engine_int.h
+ * has the order): what one step computes is in sched.c, the bookkeeping
+ * of choices and their events in seq.c; nothing calls back into this file.
  *
  * Locking: one mutex, e->mu, guards what callers and the engine thread
  * share (the incoming list, the live list, flags, published statistics).

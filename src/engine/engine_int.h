@@ -1,7 +1,24 @@
 /*
- * engine_int.h — the serving engine's internal layout, shared by engine.c
- * (requests, the engine thread, events, statistics) and sched.c (what one
- * step computes: batch building, KV blocks, preemption, sampling).
+ * engine_int.h — the serving engine's internal layout and the functions
+ * its files call in each other. Calls go one way, from the top down:
+ *
+ *   engine.c       the public face and the engine thread: configuration,
+ *                  admission, cancellation, drain, published statistics
+ *   sched.c        what one step computes: batch, KV blocks, preemption,
+ *                  the forward pass, what is sampled and sent
+ *   seq.c          the bookkeeping of choices: the running array, the
+ *                  waiting queue, token and final events, ending a choice,
+ *                  histograms
+ *   spec_engine.c  speculative decoding inside a step: drafts, the decode
+ *                  with its draft, verification, rollback
+ *   spec.c, sampler.c  no engine state (spec.h, sampler.h)
+ *   prefix.c       the prefix cache's side of a step (a leaf: called from
+ *                  above, calls no engine file)
+ *
+ * A file calls only files below it. A lower file tells an upper one what
+ * happened through return values and the data (a choice's state, e->done),
+ * never by calling up. engine_batch_add below is the one loop that fills a
+ * batch.
  *
  * Ownership: a request (struct ereq) is allocated by engine_submit on the
  * caller's thread and handed to the engine thread through the incoming list
