@@ -18,6 +18,7 @@ const char *metrics_reject_name(enum metrics_reject r) {
         [METRICS_REJECT_LOADING] = "loading",
         [METRICS_REJECT_DRAINING] = "draining",
         [METRICS_REJECT_NOT_FOUND] = "not_found",
+        [METRICS_REJECT_TIMEOUT] = "timeout",
     };
     return (unsigned)r < METRICS_REJECT_COUNT ? names[r] : "unknown";
 }

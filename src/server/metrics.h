@@ -24,6 +24,7 @@ enum metrics_reject {
     METRICS_REJECT_LOADING,      /* 503: the model is still loading */
     METRICS_REJECT_DRAINING,     /* 503: shutting down */
     METRICS_REJECT_NOT_FOUND,    /* 404 / 405 */
+    METRICS_REJECT_TIMEOUT,      /* 408: headers or body past their deadline */
     METRICS_REJECT_COUNT,
 };
 
