@@ -508,6 +508,7 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
     ms.rejected[METRICS_REJECT_TIMEOUT] += watchdog_cuts(s->watch, WATCH_CUT_HEADERS) + watchdog_cuts(s->watch, WATCH_CUT_BODY);
     ms.rejected[METRICS_REJECT_TOO_LARGE] += watchdog_cuts(s->watch, WATCH_CUT_OTHER);
     ms.http_requests = atomic_load(&s->http_requests);
+    ms.http_connections = watchdog_open_count(s->watch);
     struct engine_stats st;
     bool have = atomic_load(&s->state) != SRV_LOADING && s->engine;
     if (have) engine_stats(s->engine, &st);

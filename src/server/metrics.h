@@ -35,6 +35,7 @@ struct metrics_server {
     uint64_t rejected[METRICS_REJECT_COUNT];
     uint64_t http_requests; /* every HTTP request answered */
     int ready;              /* 1: the model is loaded and requests are taken */
+    int64_t http_connections; /* HTTP connections open now */
 };
 
 /* The whole exposition (malloc'd, NUL-terminated, length in *len); st may

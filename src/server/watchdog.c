@@ -33,6 +33,7 @@ struct watchdog {
     int64_t header_ns, body_ns;
     int64_t wake;           /* when the thread wakes next (ns) */
     struct watch_conn *head;
+    _Atomic int64_t n_open;  /* connections in the list */
     char *reply;
     size_t reply_len;
     _Atomic uint64_t cuts[WATCH_CUT_COUNT];
@@ -150,6 +151,7 @@ struct watch_conn *watchdog_open(struct watchdog *w, int fd) {
     c->next = w->head;
     if (w->head) w->head->prev = c;
     w->head = c;
+    atomic_fetch_add(&w->n_open, 1);
     set_deadline(w, c, w->header_ns);
     pthread_mutex_unlock(&w->mu);
     return c;
@@ -161,6 +163,7 @@ void watchdog_close(struct watchdog *w, struct watch_conn *c) {
     if (c->prev) c->prev->next = c->next;
     else w->head = c->next;
     if (c->next) c->next->prev = c->prev;
+    atomic_fetch_sub(&w->n_open, 1);
     pthread_mutex_unlock(&w->mu);
     free(c);
 }
@@ -212,6 +215,10 @@ bool watchdog_cut(struct watchdog *w, struct watch_conn *c, const char *reply, s
     if (ok) cut_locked(w, c, reply, len, WATCH_CUT_OTHER);
     pthread_mutex_unlock(&w->mu);
     return ok;
+}
+
+int64_t watchdog_open_count(const struct watchdog *w) {
+    return atomic_load(&((struct watchdog *)w)->n_open);
 }
 
 uint64_t watchdog_cuts(const struct watchdog *w, enum watch_cut why) {

@@ -85,6 +85,9 @@ void watchdog_idle(struct watchdog *w, struct watch_conn *c);
  * is in ANSWER (nothing written). */
 bool watchdog_cut(struct watchdog *w, struct watch_conn *c, const char *reply, size_t len);
 
+/* Connections open now (watchdog_open without watchdog_close). */
+int64_t watchdog_open_count(const struct watchdog *w);
+
 /* Connections cut so far for each reason. */
 uint64_t watchdog_cuts(const struct watchdog *w, enum watch_cut why);
 
