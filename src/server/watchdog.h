@@ -21,7 +21,9 @@
  *
  * and to CUT from HEADERS or BODY at its deadline (or by watchdog_cut).
  * The reply and the shutdown happen under the watchdog's lock and only in
- * HEADERS or BODY, when libmicrohttpd writes nothing to the socket; a
+ * HEADERS or BODY, when the server writes nothing to the socket (but for
+ * libmicrohttpd's "100 Continue", written at the start of BODY, and its
+ * own error replies to malformed requests, after which it closes); a
  * connection is CUT for good, so watchdog_body and watchdog_answer then
  * say false and the server answers nothing more. watchdog_close runs
  * before libmicrohttpd closes the socket, so the watchdog never touches
