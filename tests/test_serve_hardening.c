@@ -145,6 +145,21 @@ TEST(server_http_bearer_token_and_key_compare) {
     CHECK(!http_key_equal("", 0, "k", 1));
 }
 
+TEST(serve_hardening_cli_flags) {
+    static const char *const bad[] = {
+        "serve --header-timeout 0", "serve --header-timeout x", "serve --body-timeout -1",
+        "serve --body-timeout 1e9", "serve --max-connections-per-ip -1", "serve --max-connections-per-ip 2x",
+        "serve --header-timeout",
+    };
+    char out[8192], err[4096];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int st = test_run_kvik(bad[i], out, sizeof out, err, sizeof err);
+        CHECK_MSG(st == 2, "kvik %s: exit %d, want 2", bad[i], st);
+    }
+    CHECK_EQ_INT(test_run_kvik("serve --help", out, sizeof out, err, sizeof err), 0);
+    CHECK(strstr(out, "--header-timeout") && strstr(out, "--body-timeout") && strstr(out, "--max-connections-per-ip"));
+}
+
 /* ---- raw sockets -------------------------------------------------------- */
 
 static double now_s(void) {
