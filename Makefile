@@ -96,7 +96,7 @@ TESTS := $(BUILD)/kvik-tests
 FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 
 .PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai \
-	check-symbols example-check api-checks
+	check-symbols example-check pytest api-checks
 all: $(STATIC_LIB) $(PUBLIC_STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
 $(BUILD)/obj/%_amx.o: %_amx.c
@@ -216,6 +216,7 @@ uninstall:
 # SAN=1 (the checks link programs without the sanitizers).
 #   make check-symbols   libkvik.so and libkvik.a define only kvik_ symbols
 #   make example-check   examples/generate.c against an installed kvik
+#   make pytest          the Python package's tests (python/tests)
 
 # The default model when it is cached (else empty: the checks skip running it).
 API_MODEL = $(shell f="$${KVIK_MODELS:-$$HOME/.cache/kvik/models}/SmolLM2-135M-Instruct.Q4_1.gguf"; [ -f "$$f" ] && echo "$$f")
@@ -259,7 +260,20 @@ example-check: all
 	else echo "example-check: FAILED: generate printed:"; cat "$$d/out.txt"; \
 	  echo "kvik run printed:"; cat "$$d/want.txt"; exit 1; fi
 
-api-checks: check-symbols example-check
+# The Python package's tests (python/tests) in a cached virtual environment
+# with pinned pytest (scripts/python-venv.sh); skipped with a message when
+# it cannot be built (no python3 venv, PyPI unreachable). The package is
+# installed into the venv from ./python as a user would.
+pytest: $(SHARED_LIB) $(KVIK)
+	@py=$$(scripts/python-venv.sh); rc=$$?; \
+	if [ $$rc = 77 ]; then echo "pytest: skipped (see the message above)"; exit 0; fi; \
+	[ $$rc = 0 ] || exit $$rc; \
+	"$$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./python \
+	  >/dev/null || { echo "pytest: pip install ./python failed"; exit 1; }; \
+	rm -rf python/build python/*.egg-info; \
+	KVIK_LIB=$(abspath $(SHARED_LIB)) KVIK_BIN=$(abspath $(KVIK)) "$$py" -m pytest -q -p no:cacheprovider python/tests
+
+api-checks: check-symbols example-check pytest
 test: $(if $(TEST_ARGS)$(filter 1,$(SAN)),,api-checks)
 
 model:

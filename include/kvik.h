@@ -203,6 +203,17 @@ KVIK_API kvik_status kvik_chat_render(const kvik_model *model, const struct kvik
                                       bool add_generation_prompt, char **text, size_t *len, char *err,
                                       size_t err_len);
 
+/*
+ * The same conversation as the token ids to prompt the model with
+ * (malloc'd, *n_ids of them; free with kvik_free), BOS included where the
+ * vocabulary asks for it. The template's markers are special tokens;
+ * message contents are always plain text, so a message that contains
+ * "<|im_end|>" cannot end its turn.
+ */
+KVIK_API kvik_status kvik_chat_tokenize(const kvik_model *model, const struct kvik_chat_msg *msgs, size_t n,
+                                        bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
+                                        size_t err_len);
+
 /* ---- sampling -------------------------------------------------------- */
 
 #define KVIK_SEED_RANDOM UINT64_C(0xFFFFFFFF) /* seed from the clock */
