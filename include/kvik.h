@@ -208,7 +208,9 @@ KVIK_API kvik_status kvik_chat_render(const kvik_model *model, const struct kvik
  * (malloc'd, *n_ids of them; free with kvik_free), BOS included where the
  * vocabulary asks for it. The template's markers are special tokens;
  * message contents are always plain text, so a message that contains
- * "<|im_end|>" cannot end its turn.
+ * "<|im_end|>" cannot end its turn. For contents without control-token
+ * text the ids are those of kvik_tokenize(rendered text, add_special,
+ * parse_special).
  */
 KVIK_API kvik_status kvik_chat_tokenize(const kvik_model *model, const struct kvik_chat_msg *msgs, size_t n,
                                         bool add_generation_prompt, int32_t **ids, size_t *n_ids, char *err,
