@@ -24,6 +24,7 @@ DESTDIR ?=
 CC ?= cc
 BUILD ?= build
 OPT ?= -O2
+OBJCOPY ?= objcopy
 
 # Missing compiler or make: install the Debian packages first.
 ifeq ($(shell command -v $(CC) >/dev/null 2>&1 && echo yes),)
@@ -62,7 +63,7 @@ endif
 ISA_AVX2 := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c))
+LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # The load generator of `kvik bench serve` (libcurl + jansson) and the HTTP
 # server of `kvik serve` (libmicrohttpd + jansson): linked into the kvik
@@ -82,15 +83,21 @@ LOADGEN_OBJ := $(LOADGEN_SRC:%.c=$(BUILD)/obj/%.o)
 SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-STATIC_LIB := $(BUILD)/libkvik.a
+# STATIC_LIB is the plain archive of the library objects, internal symbols
+# and all: the kvik command and the tests link it. PUBLIC_STATIC_LIB is the
+# libkvik.a that is installed: the same objects as one relocatable object
+# whose only global symbols are the kvik_ API.
+STATIC_LIB := $(BUILD)/libkvik-internal.a
+PUBLIC_STATIC_LIB := $(BUILD)/libkvik.a
 SHARED_LIB := $(BUILD)/libkvik.so.$(VERSION)
 SONAME := libkvik.so.$(VERSION_MAJOR)
 KVIK := $(BUILD)/kvik
 TESTS := $(BUILD)/kvik-tests
 FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 
-.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai
-all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
+.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai \
+	check-symbols example-check pytest api-checks
+all: $(STATIC_LIB) $(PUBLIC_STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
 $(BUILD)/obj/%_amx.o: %_amx.c
 	@mkdir -p $(dir $@)
@@ -123,6 +130,14 @@ $(BUILD)/obj/%.o: %.c
 $(STATIC_LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# One object (ld -r) with every hidden symbol made local: a program that
+# links libkvik.a may define its own log_msg or pool_create.
+$(PUBLIC_STATIC_LIB): $(LIB_OBJ)
+	@rm -f $@
+	$(LD) -r -o $(BUILD)/obj/libkvik.o $^
+	$(OBJCOPY) --localize-hidden $(BUILD)/obj/libkvik.o
+	ar rcs $@ $(BUILD)/obj/libkvik.o
 
 $(SHARED_LIB): $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
@@ -182,7 +197,7 @@ fuzz-run: fuzz
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(PUBLIC_STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libkvik.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libkvik.so
@@ -195,6 +210,71 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libkvik.a $(DESTDIR)$(PREFIX)/lib/libkvik.so* \
 	  $(DESTDIR)$(PREFIX)/include/kvik.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvik.pc \
 	  $(DESTDIR)$(PREFIX)/bin/kvik
+
+# ---- the public API's checks ----
+# make test runs them before the suite unless TEST_ARGS picks tests or
+# SAN=1 (the checks link programs without the sanitizers).
+#   make check-symbols   libkvik.so and libkvik.a define only kvik_ symbols
+#   make example-check   examples/generate.c against an installed kvik
+#   make pytest          the Python package's tests (python/tests)
+
+# The default model when it is cached (else empty: the checks skip running it).
+API_MODEL = $(shell f="$${KVIK_MODELS:-$$HOME/.cache/kvik/models}/SmolLM2-135M-Instruct.Q4_1.gguf"; [ -f "$$f" ] && echo "$$f")
+API_PROMPT := The capital of France is
+API_CHECK_CFLAGS := -std=c11 -O1 -Wall -Wextra -Werror -Wno-unused-parameter
+
+# libkvik.so and libkvik.a define only kvik_ global symbols, and a program
+# with functions named like kvik internals links against each and runs.
+check-symbols: $(PUBLIC_STATIC_LIB) $(SHARED_LIB)
+	@bad=$$(nm -D --defined-only $(SHARED_LIB) | awk 'NF == 3 && $$3 !~ /^kvik_/ {print $$3}'); \
+	  [ -z "$$bad" ] || { echo "check-symbols: $(SHARED_LIB) exports non-kvik_ symbols:" $$bad; exit 1; }
+	@bad=$$(nm -g --defined-only $(PUBLIC_STATIC_LIB) | awk 'NF == 3 && $$3 !~ /^kvik_/ {print $$3}'); \
+	  [ -z "$$bad" ] || { echo "check-symbols: $(PUBLIC_STATIC_LIB) defines non-kvik_ globals:" $$bad; exit 1; }
+	$(CC) $(API_CHECK_CFLAGS) -Iinclude tests/link/own_symbols.c $(PUBLIC_STATIC_LIB) -lm -pthread \
+	  -o $(BUILD)/own-symbols-static
+	$(CC) $(API_CHECK_CFLAGS) -Iinclude tests/link/own_symbols.c -L$(BUILD) -lkvik \
+	  -Wl,-rpath,$(abspath $(BUILD)) -o $(BUILD)/own-symbols-shared
+	$(BUILD)/own-symbols-static $(API_MODEL)
+	$(BUILD)/own-symbols-shared $(API_MODEL)
+
+# Installs into a temporary prefix, builds examples/generate.c against the
+# installed kvik.h with pkg-config, and checks its greedy text against
+# `kvik run --temp 0`.
+example-check: all
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(MAKE) --no-print-directory install PREFIX="$$d" DESTDIR= >/dev/null && \
+	export PKG_CONFIG_PATH="$$d/lib/pkgconfig" && \
+	echo "$(CC) $$($(PKG_CONFIG) --cflags kvik) examples/generate.c $$($(PKG_CONFIG) --libs kvik)" && \
+	$(CC) $(API_CHECK_CFLAGS) $$($(PKG_CONFIG) --cflags kvik) examples/generate.c $$($(PKG_CONFIG) --libs kvik) \
+	  -o "$$d/generate" && \
+	$(CC) $(API_CHECK_CFLAGS) $$($(PKG_CONFIG) --cflags kvik) examples/generate.c \
+	  $$($(PKG_CONFIG) --libs-only-L kvik) -Wl,-Bstatic -lkvik -Wl,-Bdynamic \
+	  $$($(PKG_CONFIG) --static --libs kvik | sed 's/-lkvik//') -o "$$d/generate-static" && \
+	! readelf -d "$$d/generate-static" | grep -q 'libkvik' && \
+	if [ -z "$(API_MODEL)" ]; then echo "example-check: built; not run (default model not cached; make model)"; exit 0; fi && \
+	LD_LIBRARY_PATH="$$d/lib" "$$d/generate" "$(API_MODEL)" "$(API_PROMPT)" 24 > "$$d/out.txt" 2>/dev/null && \
+	"$$d/generate-static" "$(API_MODEL)" "$(API_PROMPT)" 24 > "$$d/out-static.txt" 2>/dev/null && \
+	$(KVIK) run -m "$(API_MODEL)" -p "$(API_PROMPT)" -n 24 --temp 0 -t 2 > "$$d/want.txt" 2>/dev/null && \
+	if cmp -s "$$d/out.txt" "$$d/want.txt" && cmp -s "$$d/out-static.txt" "$$d/want.txt"; then \
+	  echo "example-check: ok, installed examples/generate (shared and static) prints what kvik run prints"; \
+	else echo "example-check: FAILED: generate printed:"; cat "$$d/out.txt"; \
+	  echo "kvik run printed:"; cat "$$d/want.txt"; exit 1; fi
+
+# The Python package's tests (python/tests) in a cached virtual environment
+# with pinned pytest (scripts/python-venv.sh); skipped with a message when
+# it cannot be built (no python3 venv, PyPI unreachable). The package is
+# installed into the venv from ./python as a user would.
+pytest: $(SHARED_LIB) $(KVIK)
+	@py=$$(scripts/python-venv.sh); rc=$$?; \
+	if [ $$rc = 77 ]; then echo "pytest: skipped (see the message above)"; exit 0; fi; \
+	[ $$rc = 0 ] || exit $$rc; \
+	"$$py" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./python \
+	  >/dev/null || { echo "pytest: pip install ./python failed"; exit 1; }; \
+	rm -rf python/build python/*.egg-info; \
+	KVIK_LIB=$(abspath $(SHARED_LIB)) KVIK_BIN=$(abspath $(KVIK)) "$$py" -m pytest -q -p no:cacheprovider python/tests
+
+api-checks: check-symbols example-check pytest
+test: $(if $(TEST_ARGS)$(filter 1,$(SAN)),,api-checks)
 
 model:
 	@scripts/fetch-model.sh >/dev/null

@@ -82,6 +82,11 @@ static kvik_status refuse_if_full(struct engine *e, struct kvik_err *err) {
     return KVIK_OK;
 }
 
+int engine_max_seq_tokens(const struct engine *e) {
+    int64_t pool = e->n_blocks * e->cfg.block_tokens;
+    return pool < e->cfg.n_ctx ? (int)pool : e->cfg.n_ctx;
+}
+
 kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint64_t *id, struct kvik_err *err) {
     if (id) *id = 0;
     if (!e) return err_set(err, KVIK_ERR_INVALID_ARG, "engine: engine is NULL");

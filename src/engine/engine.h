@@ -186,6 +186,10 @@ void engine_cancel(struct engine *e, uint64_t id);
  * event has been delivered). */
 void engine_drain(struct engine *e, int64_t deadline_ns);
 
+/* The most tokens (prompt + output) one choice can hold: the context
+ * (n_ctx), or less when the KV pool is smaller. */
+int engine_max_seq_tokens(const struct engine *e);
+
 /* Runs kv_paged_consistent on the pool between two steps of the engine
  * thread and returns its answer (tests and debugging; waits for the step
  * in progress). */

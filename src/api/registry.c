@@ -1,0 +1,102 @@
+/*
+ * registry.c — model names: the table of models kvik knows by a short name
+ * and the resolution of a model argument (path, short name, or a file
+ * name in the model cache) into a path.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "api/api.h"
+
+/* One row per model; scripts/fetch-model.sh fetches the first. */
+static const struct api_model_entry models[] = {
+    {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "make model"},
+};
+
+const struct api_model_entry *api_model_find(const char *name) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        if (!strcmp(models[i].name, name)) return &models[i];
+    return NULL;
+}
+
+const struct api_model_entry *api_model_entry(size_t i) {
+    return i < sizeof models / sizeof models[0] ? &models[i] : NULL;
+}
+
+bool api_model_cache_dir(char *buf, size_t len) {
+    const char *dir = getenv("KVIK_MODELS"), *home = getenv("HOME");
+    int n;
+    if (dir && *dir) n = snprintf(buf, len, "%s", dir);
+    else if (home && *home) n = snprintf(buf, len, "%s/.cache/kvik/models", home);
+    else return false;
+    return n >= 0 && (size_t)n < len;
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+/* The known names, comma-separated, into buf. */
+static void known_names(char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; api_model_entry(i) && at < len; i++) {
+        int n = snprintf(buf + at, len - at, "%s%s", i ? ", " : "", api_model_entry(i)->name);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+KVIK_API const char *kvik_model_name(size_t i) {
+    const struct api_model_entry *m = api_model_entry(i);
+    return m ? m->name : NULL;
+}
+
+static kvik_status copy_path(const char *path, char *buf, size_t len, struct kvik_err *e) {
+    int n = snprintf(buf, len, "%s", path);
+    if (n < 0 || (size_t)n >= len)
+        return err_set(e, KVIK_ERR_INVALID_ARG, "model path of %zu bytes does not fit a buffer of %zu",
+                       strlen(path), len);
+    return KVIK_OK;
+}
+
+KVIK_API kvik_status kvik_model_resolve(const char *arg, char *buf, size_t len, char *err, size_t err_len) {
+    struct kvik_err e = {KVIK_OK, ""};
+    if (err && err_len) err[0] = 0;
+    if (!buf || !len) {
+        err_set(&e, KVIK_ERR_INVALID_ARG, "model: NULL buffer");
+        return api_fail(&e, err, err_len);
+    }
+    buf[0] = 0;
+    if (!arg || !*arg) {
+        err_set(&e, KVIK_ERR_INVALID_ARG, "model: no path or name given");
+        return api_fail(&e, err, err_len);
+    }
+    if (is_file(arg)) return copy_path(arg, buf, len, &e) ? api_fail(&e, err, err_len) : KVIK_OK;
+    if (strchr(arg, '/')) {
+        err_set(&e, KVIK_ERR_NOT_FOUND, "model file '%.200s' not found", arg);
+        return api_fail(&e, err, err_len);
+    }
+    char dir[2048], path[4096];
+    if (!api_model_cache_dir(dir, sizeof dir)) {
+        err_set(&e, KVIK_ERR_NOT_FOUND,
+                "model '%.100s': no such file, and no model cache (set KVIK_MODELS or HOME)", arg);
+        return api_fail(&e, err, err_len);
+    }
+    const struct api_model_entry *m = api_model_find(arg);
+    snprintf(path, sizeof path, "%s/%s", dir, m ? m->file : arg);
+    if (is_file(path)) return copy_path(path, buf, len, &e) ? api_fail(&e, err, err_len) : KVIK_OK;
+    if (m) {
+        err_set(&e, KVIK_ERR_NOT_FOUND, "model '%s' (%s) is not in the model cache %.200s; fetch it with `%s`",
+                m->name, m->file, dir, m->fetch);
+    } else {
+        char names[256];
+        known_names(names, sizeof names);
+        err_set(&e, KVIK_ERR_NOT_FOUND,
+                "model '%.100s' is neither a file nor a known model name (known: %s; files in %.100s)", arg,
+                names, dir);
+    }
+    return api_fail(&e, err, err_len);
+}
