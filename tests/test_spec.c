@@ -13,7 +13,10 @@
  *                     draft as without speculation (the self-draft accepts
  *                     every token); sampled requests with penalties (many
  *                     rejections) leave a consistent pool with no block in
- *                     use; a draft model with another vocabulary is refused;
+ *                     use; greedy n = 3 requests with prompts around
+ *                     max_batch_tokens (one prompt token left for a later
+ *                     step) give every choice the plain choice 0's tokens;
+ *                     a draft model with another vocabulary is refused;
  *   kvik run          --spec ngram and --spec draft print the same greedy
  *                     ids as plain decoding; bad flags exit 2 and a draft
  *                     model with another vocabulary exits 1 naming it;
@@ -423,6 +426,95 @@ TEST(spec_engine_sampled_rejections_keep_pool_consistent) {
     CHECK(s2.spec_accepted > 0 && s2.spec_draft_tokens > s2.spec_accepted);
     CHECK_EQ_INT(s1.kv_blocks_used, 0);
     CHECK_EQ_INT(s2.kv_blocks_used, 0);
+    unsetenv("KVIK_SPEC_DRAFT_COST");
+}
+
+/* ---- n > 1 choices with speculation ------------------------------------------ */
+
+enum { N_CH = 3, CH_TOK = 6, CH_BATCH = 8, N_LEN = 7 };
+
+/* Prompt lengths around max_batch_tokens (CH_BATCH): 9 and 17 leave one
+ * prompt token after full chunks, fed in a later step as a decode. */
+static const int k_ch_len[N_LEN] = {2, 7, 8, 9, 10, 16, 17};
+
+/* Events of an n-choice request: choice c goes to out[c]. */
+static bool on_choice_ev(void *user, const struct engine_event *ev) {
+    struct out *o = user;
+    return ev->choice >= 0 && ev->choice < N_CH ? on_ev(&o[ev->choice], ev) : true;
+}
+
+/* Runs greedy n = N_CH requests on prefixes of prompt 0 (lengths
+ * k_ch_len), one at a time, on an engine with max_batch_tokens CH_BATCH
+ * and speculation mode (draft: the model itself); out[len][choice]. */
+static bool run_choices(struct sfix *f, int mode, const struct model *draft, struct out out[N_LEN][N_CH]) {
+    struct engine_config c = engine_config_default();
+    c.n_threads = 1;
+    c.max_seqs = 8;
+    c.max_batch_tokens = CH_BATCH;
+    c.n_ctx = 64;
+    c.kv_blocks = 32;
+    c.eog = f->eog;
+    c.n_eog = f->n_eog;
+    c.spec_mode = mode;
+    c.draft = draft;
+    struct kvik_err err = {0};
+    struct engine *e = engine_new(f->m, &c, &err);
+    if (!e) {
+        test_fail(__FILE__, __LINE__, "engine_new: %s", err.msg);
+        return false;
+    }
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    bool ok = true;
+    for (int l = 0; l < N_LEN && ok; l++) {
+        int left = N_CH;
+        for (int ch = 0; ch < N_CH; ch++) out[l][ch] = (struct out){.mu = &mu, .cv = &cv, .left = &left};
+        struct engine_request r = {.prompt = f->prompt[0], .n_prompt = k_ch_len[l], .max_tokens = CH_TOK,
+                                   .n = N_CH, .sampling = greedy(), .top_logprobs = -1, .ignore_eos = true,
+                                   .on_event = on_choice_ev, .user = out[l]};
+        uint64_t id;
+        if (engine_submit(e, &r, &id, &err)) {
+            test_fail(__FILE__, __LINE__, "submit: %s", err.msg);
+            ok = false;
+            break;
+        }
+        pthread_mutex_lock(&mu);
+        while (left > 0) pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+    }
+    engine_drain(e, clock_ns() + (int64_t)60e9);
+    CHECK(engine_kv_consistent(e));
+    struct engine_stats st;
+    engine_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_used, 0);
+    engine_free(e);
+    return ok;
+}
+
+/* Every choice of got has CH_TOK tokens, the tokens of choice 0 of ref. */
+static void check_choices(struct out ref[N_LEN][N_CH], struct out got[N_LEN][N_CH], const char *what) {
+    for (int l = 0; l < N_LEN; l++)
+        for (int ch = 0; ch < N_CH; ch++) {
+            const struct out *a = &ref[l][0], *b = &got[l][ch];
+            bool same = b->n == CH_TOK && b->finals == 1 && b->finish == ENGINE_FINISH_LENGTH && a->n == b->n;
+            for (int j = 0; same && j < b->n; j++) same = a->tok[j] == b->tok[j];
+            CHECK_MSG(same, "%s: prompt of %d tokens, choice %d: %d tokens (finish %d), plain choice 0 %d",
+                      what, k_ch_len[l], ch, b->n, b->finish, a->n);
+        }
+}
+
+TEST(spec_engine_n_choices_same_as_plain) {
+    setenv("KVIK_SPEC_DRAFT_COST", "0", 1); /* the self-draft drafts (see above) */
+    struct sfix *f = sfix();
+    if (!f) return;
+    REQUIRE(f->np[0] >= k_ch_len[N_LEN - 1]);
+    static struct out plain[N_LEN][N_CH], ngram[N_LEN][N_CH], draft[N_LEN][N_CH];
+    REQUIRE(run_choices(f, SPEC_NONE, NULL, plain));
+    check_choices(plain, plain, "plain"); /* greedy choices are choice 0's tokens */
+    REQUIRE(run_choices(f, SPEC_NGRAM, NULL, ngram));
+    check_choices(plain, ngram, "ngram");
+    REQUIRE(run_choices(f, SPEC_DRAFT, f->m, draft));
+    check_choices(plain, draft, "self-draft");
     unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 

@@ -151,6 +151,15 @@ static inline void engine_batch_add(struct engine *e, int *nb, int seq, int pos,
     }
 }
 
+/* True when s's decode this step goes through speculation (spec_prepare
+ * drafts for it, spec_take adds it): speculation is on and s has no
+ * choices left to fork. A choice 0 whose last prompt token is fed as a
+ * decode still has them: it decodes without a draft, and the step forks
+ * them when it samples that row (sched.c). */
+static inline bool engine_spec_decode(const struct engine *e, const struct eseq *s) {
+    return e->spec && s->n_fork == 0;
+}
+
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
 void sched_step(struct engine *e);
 
@@ -205,8 +214,9 @@ bool spec_seq_new(struct engine *e, struct eseq *s, const struct sampler_params 
 void spec_seq_free(struct eseq *s);
 /* s leaves the running array: its draft-model cache sequence is closed. */
 void spec_seq_release(struct engine *e, struct eseq *s);
-/* Step start: a draft for every decoding choice (prompt lookup, or rounds
- * of the draft model batched over the choices). */
+/* Step start: a draft for every decoding choice that engine_spec_decode
+ * lets speculate (prompt lookup, or rounds of the draft model batched over
+ * the choices). */
 void spec_prepare(struct engine *e);
 /* The decode of s with its draft (up to budget tokens in all, blocks for
  * the first already free): the tokens added to the batch, 0 (nothing

@@ -46,7 +46,9 @@
  * its draft too, each position with logits: spec_prepare drafts at the
  * start of the step, spec_take adds a decode with its draft, spec_check
  * verifies it and returns the tokens to keep, which are sent here, and
- * spec_rewind drops the rejected positions of a choice still running.
+ * spec_rewind drops the rejected positions of a choice still running. A
+ * choice with choices left to fork (a last prompt token fed as a decode)
+ * decodes without a draft (engine_spec_decode), so that its row forks them.
  */
 #include "engine/engine_int.h"
 
@@ -152,7 +154,7 @@ rebuild:
         if (self) break; /* s was the newest: nothing after it */
         /* a draft may use the budget beyond one token for each choice after s */
         int used;
-        if (!e->spec) used = take(e, s, 1, &nb, &n_samp) ? 1 : 0;
+        if (!engine_spec_decode(e, s)) used = take(e, s, 1, &nb, &n_samp) ? 1 : 0;
         else if (!(used = spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp))) grow_refused(e, s);
         if (!used) {
             i--; /* s left the array */

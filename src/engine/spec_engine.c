@@ -2,16 +2,18 @@
  * spec_engine.c — speculative decoding inside an engine step (engine/spec.h
  * for the method, sched.c for the step around it).
  *
- *   spec_prepare  at the start of a step, every decoding choice gets a
- *                 draft of up to its adaptive length (struct spec_ctl),
- *                 bounded by what it may still generate: prompt lookup over
- *                 its tokens, or the draft model. The draft model has its
- *                 own paged pool (same block size and slots as the
- *                 target's); a choice's draft sequence first catches up
- *                 with the choice's tokens (the whole prompt the first
- *                 time, or after a preemption or fork), all choices in one
- *                 draft forward, then one more draft forward per draft
- *                 token, batched over the choices still drafting.
+ *   spec_prepare  at the start of a step, every decoding choice that
+ *                 speculates (engine_spec_decode: none with choices left
+ *                 to fork) gets a draft of up to its adaptive length
+ *                 (struct spec_ctl), bounded by what it may still
+ *                 generate: prompt lookup over its tokens, or the draft
+ *                 model. The draft model has its own paged pool (same
+ *                 block size and slots as the target's); a choice's
+ *                 draft sequence first catches up with the choice's
+ *                 tokens (the whole prompt the first time, or after a
+ *                 preemption or fork), all choices in one draft forward,
+ *                 then one more draft forward per draft token, batched
+ *                 over the choices still drafting.
  *   spec_take     the decode adds the last sampled token and the draft,
  *                 shortened to the budget and the free blocks (a draft
  *                 never preempts), every position with logits.
@@ -187,7 +189,8 @@ static void draft_model_prepare(struct engine *e) {
         struct eseq *s = e->running[i];
         struct spec_seq *q = s->spec;
         q->d_row = -1;
-        if (s->n_tokens - s->n_computed != 1 || (q->n_draft = draft_want(e, s)) == 0) continue;
+        if (s->n_tokens - s->n_computed != 1 || !engine_spec_decode(e, s) || (q->n_draft = draft_want(e, s)) == 0)
+            continue;
         if (q->dkv < 0 && (q->dkv = kv_paged_seq_open(&x->dkv)) >= 0) q->d_computed = 0;
         int n = s->n_tokens - q->d_computed, room = e->cfg.max_batch_tokens - nb;
         if (q->dkv >= 0 && n > room) { /* a long catch-up goes in pieces; the draft waits */
@@ -233,7 +236,7 @@ void spec_prepare(struct engine *e) {
     }
     for (int i = 0; i < e->n_running; i++) {
         struct eseq *s = e->running[i];
-        if (s->n_tokens - s->n_computed != 1) continue;
+        if (s->n_tokens - s->n_computed != 1 || !engine_spec_decode(e, s)) continue;
         int want = draft_want(e, s);
         s->spec->n_draft = spec_ngram_propose(s->tokens, s->n_tokens, e->cfg.spec_ngram, want, s->spec->draft);
     }
