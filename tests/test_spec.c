@@ -443,10 +443,13 @@ static bool on_choice_ev(void *user, const struct engine_event *ev) {
     return ev->choice >= 0 && ev->choice < N_CH ? on_ev(&o[ev->choice], ev) : true;
 }
 
-/* Runs greedy n = N_CH requests on prefixes of prompt 0 (lengths
- * k_ch_len), one at a time, on an engine with max_batch_tokens CH_BATCH
- * and speculation mode (draft: the model itself); out[len][choice]. */
-static bool run_choices(struct sfix *f, int mode, const struct model *draft, struct out out[N_LEN][N_CH]) {
+/* Runs greedy requests of n (1..N_CH) choices on prefixes of prompt 0
+ * (lengths k_ch_len), one at a time, on an engine with max_batch_tokens
+ * CH_BATCH and speculation mode (draft: the model itself);
+ * out[len][choice]. Checks the pool is empty and every prompt was
+ * counted once in stats.prompt_tokens. */
+static bool run_choices(struct sfix *f, int mode, const struct model *draft, int n,
+                        struct out out[N_LEN][N_CH]) {
     struct engine_config c = engine_config_default();
     c.n_threads = 1;
     c.max_seqs = 8;
@@ -467,10 +470,10 @@ static bool run_choices(struct sfix *f, int mode, const struct model *draft, str
     pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     bool ok = true;
     for (int l = 0; l < N_LEN && ok; l++) {
-        int left = N_CH;
+        int left = n;
         for (int ch = 0; ch < N_CH; ch++) out[l][ch] = (struct out){.mu = &mu, .cv = &cv, .left = &left};
         struct engine_request r = {.prompt = f->prompt[0], .n_prompt = k_ch_len[l], .max_tokens = CH_TOK,
-                                   .n = N_CH, .sampling = greedy(), .top_logprobs = -1, .ignore_eos = true,
+                                   .n = n, .sampling = greedy(), .top_logprobs = -1, .ignore_eos = true,
                                    .on_event = on_choice_ev, .user = out[l]};
         uint64_t id;
         if (engine_submit(e, &r, &id, &err)) {
@@ -487,6 +490,10 @@ static bool run_choices(struct sfix *f, int mode, const struct model *draft, str
     struct engine_stats st;
     engine_stats(e, &st);
     CHECK_EQ_INT(st.kv_blocks_used, 0);
+    uint64_t prompt = 0; /* each prompt counted once, however its last token was fed */
+    for (int l = 0; l < N_LEN; l++) prompt += (uint64_t)k_ch_len[l];
+    CHECK_MSG(st.prompt_tokens == prompt, "mode %d: prompt_tokens %llu, want %llu", mode,
+              (unsigned long long)st.prompt_tokens, (unsigned long long)prompt);
     engine_free(e);
     return ok;
 }
@@ -509,12 +516,17 @@ TEST(spec_engine_n_choices_same_as_plain) {
     if (!f) return;
     REQUIRE(f->np[0] >= k_ch_len[N_LEN - 1]);
     static struct out plain[N_LEN][N_CH], ngram[N_LEN][N_CH], draft[N_LEN][N_CH];
-    REQUIRE(run_choices(f, SPEC_NONE, NULL, plain));
+    REQUIRE(run_choices(f, SPEC_NONE, NULL, N_CH, plain));
     check_choices(plain, plain, "plain"); /* greedy choices are choice 0's tokens */
-    REQUIRE(run_choices(f, SPEC_NGRAM, NULL, ngram));
+    REQUIRE(run_choices(f, SPEC_NGRAM, NULL, N_CH, ngram));
     check_choices(plain, ngram, "ngram");
-    REQUIRE(run_choices(f, SPEC_DRAFT, f->m, draft));
+    REQUIRE(run_choices(f, SPEC_DRAFT, f->m, N_CH, draft));
     check_choices(plain, draft, "self-draft");
+    /* one choice: the last prompt token of 9 and 17 goes through the draft path */
+    REQUIRE(run_choices(f, SPEC_NGRAM, NULL, 1, ngram));
+    for (int l = 0; l < N_LEN; l++)
+        CHECK_MSG(ngram[l][0].n == CH_TOK && memcmp(ngram[l][0].tok, plain[l][0].tok, CH_TOK * sizeof(int32_t)) == 0,
+                  "n = 1, prompt %d: other tokens than plain", k_ch_len[l]);
     unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 

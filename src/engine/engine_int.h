@@ -151,6 +151,16 @@ static inline void engine_batch_add(struct engine *e, int *nb, int seq, int pos,
     }
 }
 
+/* Counts positions a..a+n-1 of s's request that are prompt positions in
+ * stats.prompt_tokens, each once however often it is fed (preemption). */
+static inline void engine_count_prompt(struct engine *e, struct ereq *r, int a, int n) {
+    int lo = a > r->n_prompt_counted ? a : r->n_prompt_counted, hi = a + n < r->n_prompt ? a + n : r->n_prompt;
+    if (hi > lo) {
+        e->st.prompt_tokens += (uint64_t)(hi - lo);
+        r->n_prompt_counted = hi;
+    }
+}
+
 /* True when s's decode this step goes through speculation (spec_prepare
  * drafts for it, spec_take adds it): speculation is on and s has no
  * choices left to fork. A choice 0 whose last prompt token is fed as a

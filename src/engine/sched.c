@@ -61,17 +61,12 @@ static void preempt(struct engine *e, struct eseq *s) {
 /* Appends positions n_computed..n_computed+n-1 of s to the batch (their
  * blocks are already there). */
 static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
-    struct ereq *r = s->req;
     int a = s->n_computed;
     bool last = a + n == s->n_tokens; /* the last position samples */
     engine_batch_add(e, nb, s->kv, a, s->tokens + a, n, last ? 1 : 0);
     s->n_computed += n;
     if (last) e->samp[(*n_samp)++] = s;
-    int lo = a > r->n_prompt_counted ? a : r->n_prompt_counted, hi = a + n < r->n_prompt ? a + n : r->n_prompt;
-    if (hi > lo) {
-        e->st.prompt_tokens += (uint64_t)(hi - lo);
-        r->n_prompt_counted = hi;
-    }
+    engine_count_prompt(e, s->req, a, n);
 }
 
 /* The most tokens (<= want) s can add while leaving reserve blocks free. */

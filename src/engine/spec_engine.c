@@ -253,6 +253,7 @@ int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp
     q->n_draft = k;
     memcpy(s->tokens + s->n_tokens, q->draft, (size_t)k * sizeof *q->draft);
     engine_batch_add(e, nb, s->kv, s->n_computed, s->tokens + s->n_computed, k + 1, k + 1);
+    engine_count_prompt(e, s->req, s->n_computed, k + 1); /* the last prompt token may come this way */
     for (int j = 0; j <= k; j++) e->samp[(*n_samp)++] = s;
     s->n_computed += k + 1;
     q->n_rows = k + 1;
