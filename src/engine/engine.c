@@ -193,6 +193,7 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
  * prompt end with it. */
 void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error) {
     if (s->state == ESEQ_DONE) return;
+    if (s->state == ESEQ_RUNNING && why != ENGINE_FINISH_ERROR) engine_prefix_keep_tail(e, s);
     if (s->state == ESEQ_RUNNING) engine_running_remove(e, s);
     else if (s->state == ESEQ_WAITING) engine_wait_unlink(e, s);
     int forks = s->n_fork;

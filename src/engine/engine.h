@@ -26,9 +26,14 @@
  * and block size, a per-engine random secret and the request's cache_key;
  * an admitted choice first attaches the longest cached chain of its tokens
  * and computes only the rest (always at least its last token, for the
- * logits). A preempted choice readmitted finds its own blocks if they were
- * not evicted meanwhile. Cached blocks with no user count as free and are
- * evicted least recently used first when blocks run out.
+ * logits). A choice that finishes (not with an error) also leaves its
+ * partly filled last block cached as the tail of its chain, so a request
+ * that continues it (prompt + reply + a new message: the next chat turn)
+ * attaches every position the two share, n_cached counting them, and
+ * computes exactly the new tokens. A preempted choice readmitted finds its
+ * own full blocks if they were not evicted meanwhile. Cached blocks with no
+ * user count as free and are evicted least recently used first when blocks
+ * run out.
  *
  * Batch invariance: a greedy choice produces the same tokens whether it runs
  * alone or among any other sequences (every kernel reduces each row in a

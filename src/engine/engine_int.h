@@ -126,12 +126,15 @@ void sched_step(struct engine *e);
  * its cached prefix and returns the positions now there (s->n_computed).
  * engine_prefix_admitted: s is admitted; counts the lookup and the cached
  * prompt tokens. engine_prefix_register: after a forward, registers the
- * newly full blocks of every running choice. */
+ * newly full blocks of every running choice. engine_prefix_keep_tail: s
+ * finished normally and is about to close its cache sequence; its partly
+ * filled last block stays in the cache. */
 void engine_prefix_init(struct engine *e);
 uint64_t engine_prefix_salt(const struct engine *e, uint64_t cache_key);
 int engine_prefix_attach(struct engine *e, struct eseq *s);
 void engine_prefix_admitted(struct engine *e, struct eseq *s);
 void engine_prefix_register(struct engine *e);
+void engine_prefix_keep_tail(struct engine *e, struct eseq *s);
 
 /* engine.c, for sched.c */
 void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);

@@ -282,11 +282,13 @@ int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now) {
         for (int j = 0; j < accepted; j++) e->st.spec_accepted_by_pos[j]++;
         spec_ctl_update(&q->ctl, k, accepted);
     }
+    /* keep the last sampled token and the accepted drafts (set before the
+     * tokens go out: a choice ending there keeps only these positions'
+     * K/V); the new token is fed next step */
+    s->n_computed = base + 1 + accepted;
     for (int j = 0; j < nt && s->state == ESEQ_RUNNING; j++)
         engine_send_token(e, s, x->out[j], rows + (size_t)j * (size_t)nv, now);
     if (s->state != ESEQ_RUNNING) return k + 1;
-    /* keep the last sampled token and the accepted drafts; the new token is fed next step */
-    s->n_computed = base + 1 + accepted;
     kv_paged_seq_truncate(&e->kv, s->kv, s->n_computed);
     if (q->dkv >= 0 && q->d_computed > s->n_computed) {
         q->d_computed = s->n_computed;
