@@ -150,6 +150,7 @@ void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const floa
     if (s->t_last) engine_hist_add(&e->st.itl, now - s->t_last);
     s->t_last = now;
     if (!r->ignore_eos && e->is_eog[tok]) {
+        s->eog_token = tok;
         engine_finish_choice(e, s, ENGINE_FINISH_STOP, NULL);
         return;
     }
@@ -176,7 +177,7 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
     struct ereq *r = s->req;
     s->state = ESEQ_DONE;
     e->st.finished[why]++;
-    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = -1,
+    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = s->eog_token,
                               .n_prompt = r->n_prompt, .n_generated = s->n_generated, .n_cached = r->n_cached,
                               .error = error};
     r->fn(r->user, &ev);
@@ -295,6 +296,7 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
         s->req = q;
         s->choice = i;
         s->kv = -1;
+        s->eog_token = -1;
         s->state = ESEQ_PENDING;
         struct sampler_params sp = r->sampling;
         sp.seed = seed + (uint64_t)i;
@@ -483,7 +485,7 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
                                   struct kvik_err *err) {
     *c = in ? *in : engine_config_default();
     if (c->n_threads == 0) c->n_threads = cpu_count();
-    if (c->n_ctx == 0) c->n_ctx = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 8192 ? m->hp.n_ctx_train : 8192;
+    if (c->n_ctx == 0) c->n_ctx = engine_default_ctx(m);
     if (c->n_threads < 1 || c->n_threads > 1024)
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: %d threads (1..1024)", c->n_threads);
     if (c->max_seqs < 1 || c->max_seqs > 4096)

@@ -43,6 +43,7 @@ struct eseq {
     int n_generated;     /* token events sent */
     int n_fork;          /* choices forked off this one when its prompt is done (choice 0 only) */
     int kv;              /* cache sequence while RUNNING, else -1 */
+    int32_t eog_token;   /* the end-of-generation id that ended it; -1: none */
     struct sampler *smp;
     int64_t t_last;      /* ns of the last token (0: none yet) */
     struct eseq *prev, *next; /* waiting queue */
