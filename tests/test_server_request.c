@@ -330,6 +330,11 @@ TEST(server_request_tokenize_bodies) {
     const char *b2 = "{\"prompt\":\"x\"}";
     REQUIRE(api_parse_tokenize(b2, strlen(b2), 1 << 20, &t, &e));
     CHECK_STR(t.text, "x");
+    CHECK(t.add_special && t.parse_special); /* the documented defaults */
+    api_tokenize_free(&t);
+    const char *b2p = "{\"content\":\"x\",\"parse_special\":false}";
+    REQUIRE(api_parse_tokenize(b2p, strlen(b2p), 1 << 20, &t, &e));
+    CHECK(t.add_special && !t.parse_special);
     api_tokenize_free(&t);
     const char *b3 = "{\"content\":1}";
     CHECK(!api_parse_tokenize(b3, strlen(b3), 1 << 20, &t, &e));

@@ -2,9 +2,9 @@
  * cmd_chat.c — `kvik chat`: an interactive multi-turn chat on stdin/stdout.
  *
  * One line of stdin is one user message; a line ending in a backslash
- * continues on the next. Each turn renders the whole conversation with the
- * chat template (generation prompt on), tokenizes it and submits it to the
- * serving engine as a new request (gen.c), with the engine's prefix cache
+ * continues on the next. Each turn encodes the whole conversation with the
+ * chat template (generation prompt on; see Special tokens) and submits it
+ * to the serving engine as a new request (gen.c), with the engine's prefix cache
  * on and one cache key for the whole chat. The previous turn's request
  * left every position it computed in the cache, its partly filled last
  * block included (engine.h, "Prefix cache"), so the turn attaches the
@@ -14,21 +14,16 @@
  * (usually nowhere). The reply streams to stdout and joins the
  * conversation as an assistant message. Ctrl-D (EOF) ends the chat.
  *
- * Special tokens: the template's markers must be parsed as special tokens,
- * message text must not be. The rendered text is tokenized whole, as
- * `kvik run --chat` and Hugging Face do, and its control tokens are compared
- * with those of the same conversation rendered with every content replaced
- * by a sentinel byte. Only if message text added (or broke) a control token
- * is the text tokenized piece by piece instead: the template's pieces (the
- * sentinel rendering split at the sentinels) with special tokens, each
- * content as plain text.
+ * Special tokens: chat_encode (tokenizer/chat.h) renders and tokenizes the
+ * conversation, the template's markers as special tokens and message text
+ * always as plain text, as `kvik run --chat` and the server do.
  *
  * Context: when the prompt plus room for a reply (-n, at most a quarter of
  * the context) does not fit, the oldest user/assistant pairs are dropped
  * (the system message stays) and the conversation is prefilled again from
  * the last cached block before the point where it now differs. A message
- * that does not fit even alone is refused
- * with one line on stderr and the chat goes on.
+ * that does not fit even alone is refused with one line on stderr and the
+ * chat goes on.
  *
  * stdout carries only the replies (one "\n" after each); the "> " prompt
  * (terminals only), notes and one statistics line per turn go to stderr.
@@ -39,8 +34,6 @@
 
 #include "cli/cli.h"
 #include "cli/gen.h"
-
-#define CHAT_SENTINEL '\x01' /* stands for a message's content; never in a template */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -78,31 +71,6 @@ static bool idvec_reserve(struct idvec *d, int64_t cap) {
     return true;
 }
 
-/* Appends the ids s[0..len) encodes to. */
-static kvik_status idvec_encode(struct idvec *d, const struct tokenizer *tok, const char *s, size_t len,
-                                bool parse_special, struct kvik_err *err) {
-    int64_t k = tokenizer_encode(tok, s, len, false, parse_special, d->v ? d->v + d->n : NULL, d->cap - d->n);
-    if (k > d->cap - d->n) {
-        if (!idvec_reserve(d, 2 * (d->n + k))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-        k = tokenizer_encode(tok, s, len, false, parse_special, d->v + d->n, d->cap - d->n);
-    }
-    if (k < 0) return err_set(err, (kvik_status)k, "cannot tokenize the conversation");
-    d->n += k;
-    return KVIK_OK;
-}
-
-static kvik_status idvec_push(struct idvec *d, int32_t id, struct kvik_err *err) {
-    if (d->n == d->cap && !idvec_reserve(d, 2 * d->cap + 16)) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    d->v[d->n++] = id;
-    return KVIK_OK;
-}
-
-/* Empties d, then adds BOS if the tokenizer asks for it. */
-static kvik_status idvec_start(struct idvec *d, const struct tokenizer *tok, struct kvik_err *err) {
-    d->n = 0;
-    return tokenizer_add_bos(tok) && tokenizer_bos(tok) >= 0 ? idvec_push(d, tokenizer_bos(tok), err) : KVIK_OK;
-}
-
 /* ---- the conversation ------------------------------------------------- */
 
 struct chat {
@@ -112,9 +80,6 @@ struct chat {
     size_t n_msgs, cap_msgs;
     size_t first_turn;     // 1 with a system message, else 0
     struct idvec ids;      // the conversation being prepared, then fed
-    struct idvec pieces;   // scratch: the sentinel rendering's ids
-    char *text[2];         // rendering scratch: [0] the conversation, [1] with sentinels
-    size_t text_cap[2];
     uint64_t turns;        // replies so far
 };
 
@@ -144,89 +109,18 @@ static void drop_msgs(struct chat *c, size_t at, size_t k) {
     c->n_msgs -= k;
 }
 
-/* Renders msgs[0..n) (generation prompt on) into c->text[which]. */
-static kvik_status render(struct chat *c, int which, const struct chat_msg *msgs, size_t n,
-                          struct kvik_err *err) {
-    size_t needed = 0;
-    kvik_status st = chat_format_apply(&c->fmt, msgs, n, true, NULL, 0, &needed, err);
-    if (st) return st;
-    if (needed + 1 > c->text_cap[which]) {
-        char *nt = realloc(c->text[which], needed + 1);
-        if (!nt) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-        c->text[which] = nt, c->text_cap[which] = needed + 1;
-    }
-    return chat_format_apply(&c->fmt, msgs, n, true, c->text[which], needed + 1, &needed, err);
-}
-
-/* Whether a and b hold the same control tokens in the same order. */
-static bool same_controls(const struct tokenizer *tok, const struct idvec *a, const struct idvec *b) {
-    int64_t i = 0, j = 0;
-    for (;;) {
-        while (i < a->n && tokenizer_token_type(tok, a->v[i]) != TOKEN_TYPE_CONTROL) i++;
-        while (j < b->n && tokenizer_token_type(tok, b->v[j]) != TOKEN_TYPE_CONTROL) j++;
-        if (i == a->n || j == b->n) return i == a->n && j == b->n;
-        if (a->v[i++] != b->v[j++]) return false;
-    }
-}
-
-/* Where the template put content (whole, or trimmed to content[a..b)) at r,
- * followed by the template piece next[0..nl): sets *a, *b; false if nowhere. */
-static bool find_content(const char *r, const char *content, const char *next, size_t nl, size_t *a,
-                         size_t *b) {
-    size_t len = strlen(content), rl = strlen(r);
-    for (*a = 0; *a <= len; ++*a) {
-        for (*b = len; *b > *a; --*b) { /* content[a..b) must start with r[0] */
-            size_t k = *b - *a;
-            if (r[0] != content[*a]) break;
-            if (k + nl <= rl && !memcmp(r, content + *a, k) && !memcmp(r + k, next, nl)) return true;
-        }
-        if (nl <= rl && !memcmp(r, next, nl)) { /* nothing left of the content */
-            *b = *a;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Tokenizes the conversation c->text[0] piece by piece into c->ids: the
- * template's pieces (c->text[1] split at the sentinels) with special
- * tokens, each content of msgs[0..n) as plain text. */
-static kvik_status encode_pieces(struct chat *c, const struct chat_msg *msgs, size_t n, struct kvik_err *err) {
-    const struct tokenizer *tok = c->g.tok;
-    const char *r = c->text[0], *t = c->text[1];
-    kvik_status st = idvec_start(&c->ids, tok, err);
-    for (size_t i = 0; i <= n && !st; i++) {
-        const char *end = i < n ? strchr(t, CHAT_SENTINEL) : t + strlen(t);
-        size_t tl = (size_t)(end ? end - t : 0), a, b;
-        if (!end || strncmp(r, t, tl) || (i == n && r[tl])) break;
-        if ((st = idvec_encode(&c->ids, tok, t, tl, true, err)) || i == n) return st;
-        r += tl, t = end + 1;
-        const char *next_end = strchr(t, CHAT_SENTINEL);
-        size_t nl = next_end ? (size_t)(next_end - t) : strlen(t);
-        if (!find_content(r, msgs[i].content, t, nl, &a, &b)) break;
-        st = idvec_encode(&c->ids, tok, msgs[i].content + a, b - a, false, err);
-        r += b - a;
-    }
-    return st ? st : err_set(err, KVIK_ERR_UNSUPPORTED, "cannot separate the message text from the template");
-}
-
-/* Renders and tokenizes msgs[0..n) into c->ids (see the top of the file). */
+/* Renders and tokenizes msgs[0..n) (generation prompt on) into c->ids. */
 static kvik_status encode_conversation(struct chat *c, const struct chat_msg *msgs, size_t n,
                                        struct kvik_err *err) {
-    const struct tokenizer *tok = c->g.tok;
-    static const char sentinel[] = {CHAT_SENTINEL, 0};
-    struct chat_msg stack[16], *blank = n <= 16 ? stack : malloc(n * sizeof *blank);
-    if (!blank) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) blank[i] = (struct chat_msg){.role = msgs[i].role, .content = sentinel};
-    kvik_status st = render(c, 0, msgs, n, err);
-    if (!st) st = render(c, 1, blank, n, err);
-    if (blank != stack) free(blank);
-    if (!st) st = idvec_start(&c->ids, tok, err);
-    if (!st) st = idvec_start(&c->pieces, tok, err);
-    if (!st) st = idvec_encode(&c->ids, tok, c->text[0], strlen(c->text[0]), true, err);
-    if (!st) st = idvec_encode(&c->pieces, tok, c->text[1], strlen(c->text[1]), true, err);
-    if (!st && !same_controls(tok, &c->ids, &c->pieces)) st = encode_pieces(c, msgs, n, err);
-    if (!st && tokenizer_add_eos(tok) && tokenizer_eos(tok) >= 0) st = idvec_push(&c->ids, tokenizer_eos(tok), err);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    kvik_status st = chat_encode(&c->fmt, c->g.tok, msgs, n, true, &ids, &n_ids, err);
+    if (!st && !idvec_reserve(&c->ids, (int64_t)n_ids)) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    if (!st) {
+        memcpy(c->ids.v, ids, n_ids * sizeof *ids);
+        c->ids.n = (int64_t)n_ids;
+    }
+    free(ids);
     return st;
 }
 
@@ -389,9 +283,6 @@ done:
     drop_msgs(&c, 0, c.n_msgs);
     free(c.msgs);
     free(c.ids.v);
-    free(c.pieces.v);
-    free(c.text[0]);
-    free(c.text[1]);
     chat_format_free(&c.fmt);
     gen_free(&c.g);
     return rc;

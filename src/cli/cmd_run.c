@@ -63,11 +63,13 @@ static int parse_args(int argc, char **argv, struct run_opts *o) {
 }
 
 /* The prompt as one user turn of the model's chat template (or the one
- * --chat-template names), with the generation prompt; *out is malloc'd. */
-static kvik_status render_chat(const struct model *m, const struct run_opts *o, const char *prompt,
-                               size_t prompt_len, char **out, struct kvik_err *err) {
+ * --chat-template names), with the generation prompt, tokenized (the
+ * template's markers as special tokens, the prompt as plain text); *ids
+ * is malloc'd. */
+static kvik_status encode_chat(const struct gen *g, const struct run_opts *o, const char *prompt,
+                               size_t prompt_len, int32_t **ids, int64_t *n_ids, struct kvik_err *err) {
     struct chat_format fmt;
-    kvik_status st = gen_chat_format(m, o->g.chat_template, "run", &fmt, err);
+    kvik_status st = gen_chat_format(g->model, o->g.chat_template, "run", &fmt, err);
     if (st) return st;
     char *content = malloc(prompt_len + 1);
     if (!content) {
@@ -77,10 +79,9 @@ static kvik_status render_chat(const struct model *m, const struct run_opts *o, 
     memcpy(content, prompt, prompt_len);
     content[prompt_len] = 0;
     struct chat_msg msg = {.role = "user", .content = content};
-    size_t needed = 0;
-    st = chat_format_apply(&fmt, &msg, 1, true, NULL, 0, &needed, err);
-    if (!st && !(*out = malloc(needed + 1))) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    if (!st) st = chat_format_apply(&fmt, &msg, 1, true, *out, needed + 1, &needed, err);
+    size_t n = 0;
+    st = chat_encode(&fmt, g->tok, &msg, 1, true, ids, &n, err);
+    *n_ids = (int64_t)n;
     free(content);
     chat_format_free(&fmt);
     return st;
@@ -110,20 +111,17 @@ int cmd_run(int argc, char **argv) {
     struct gen g = {0};
     struct gen_text text = {0};
     int32_t *ids = NULL;
-    char *chat_text = NULL;
     rc = 1;
     if (!cli_model_exists(path, o.g.model, "run")) goto done;
     int64_t t_load = clock_ns();
     if (gen_load(&g, path, &o.g, &err)) goto fail;
-    bool parse_special = false;
-    if (o.chat) {
-        if (render_chat(g.model, &o, prompt, prompt_len, &chat_text, &err)) goto fail;
-        prompt = chat_text;
-        prompt_len = strlen(chat_text);
-        parse_special = true; /* the template's markers are special tokens */
-    }
     int n_ctx = g.n_ctx;
-    int64_t n_prompt = tokenizer_encode(g.tok, prompt, prompt_len, true, parse_special, NULL, 0);
+    int64_t n_prompt = 0;
+    if (o.chat) {
+        if (encode_chat(&g, &o, prompt, prompt_len, &ids, &n_prompt, &err)) goto fail;
+    } else {
+        n_prompt = tokenizer_encode(g.tok, prompt, prompt_len, true, false, NULL, 0);
+    }
     if (n_prompt < 0) {
         err_set(&err, (kvik_status)n_prompt, "cannot tokenize the prompt");
         goto fail;
@@ -138,11 +136,13 @@ int cmd_run(int argc, char **argv) {
         goto fail;
     }
     int max_tokens = (int)(n_prompt + o.g.n_gen < n_ctx ? o.g.n_gen : n_ctx - n_prompt);
-    if (!(ids = malloc(sizeof(int32_t) * (size_t)(n_prompt + max_tokens)))) {
+    int32_t *grown = realloc(ids, sizeof(int32_t) * (size_t)(n_prompt + max_tokens));
+    if (!grown) {
         err_set(&err, KVIK_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    tokenizer_encode(g.tok, prompt, prompt_len, true, parse_special, ids, n_prompt);
+    ids = grown;
+    if (!o.chat) tokenizer_encode(g.tok, prompt, prompt_len, true, false, ids, n_prompt);
     int max_batch = n_prompt < GEN_MAX_BATCH ? (int)n_prompt : GEN_MAX_BATCH;
     if (max_batch < o.g.spec_max + 1) max_batch = (int)o.g.spec_max + 1; /* a draft and the token before it */
     /* the pool holds this request's positions, not the whole context */
@@ -215,7 +215,6 @@ fail:
     fprintf(stderr, "kvik run: %s\n", err.msg);
 done:
     free(text.buf);
-    free(chat_text);
     free(ids);
     gen_free(&g);
     free(prompt_owned);

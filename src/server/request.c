@@ -583,20 +583,20 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
             return api_fail(e, 400, "invalid_request_error", "no_chat_template", NULL,
                             "This model has no chat template kvik can render; use /v1/completions.");
         struct kvik_err kerr = {0};
-        size_t needed = 0;
-        if (chat_format_apply(fmt, r->msgs, r->n_msgs, true, NULL, 0, &needed, &kerr))
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        kvik_status st = chat_encode(fmt, tok, r->msgs, r->n_msgs, true, &ids, &n_ids, &kerr);
+        if (st == KVIK_ERR_NOMEM) return nomem(e);
+        if (st)
             return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages",
                             "Invalid 'messages': %s.", kerr.msg);
-        char *text = malloc(needed + 1);
-        if (!text) return nomem(e);
-        if (chat_format_apply(fmt, r->msgs, r->n_msgs, true, text, needed + 1, &needed, &kerr)) {
-            free(text);
-            return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages",
-                            "Invalid 'messages': %s.", kerr.msg);
+        if (n_ids > INT32_MAX / 2) {
+            free(ids);
+            return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", NULL,
+                            "The prompt is too long.");
         }
-        bool ok = encode(tok, text, needed, true, out, e);
-        free(text);
-        if (!ok) return false;
+        out->ids = ids;
+        out->n = (int)n_ids;
     } else if (r->prompt) {
         if (!encode(tok, r->prompt, r->prompt_len, false, out, e)) return false;
     } else {

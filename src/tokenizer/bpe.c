@@ -3,7 +3,9 @@
  *
  * Three stages:
  *  1. Special tokens are cut out of the raw text (longest match first; see
- *     tokenizer.h for which ones).
+ *     tokenizer.h for which ones). Control tokens match everywhere, nowhere
+ *     (parse_special), or only inside given byte ranges
+ *     (tokenizer_encode_spans: a chat template's own text).
  *  2. The text between them is normalized to NFC if the vocabulary asks
  *     for it (unicode_nfc.c; text that passes the quick check, all ASCII
  *     text for one, is used as it is) and split into words by the
@@ -437,23 +439,44 @@ static bool encode_plain(struct encoder *e, const uint8_t *text, size_t n) {
     return pretok_split(e->tok->pretok, text, n, encode_word, e);
 }
 
-/* Longest special token at text[i..n) that may match; NULL if none. */
+/* Longest special token at text[i..n) that may match; NULL if none. A
+ * control token matches only if it ends by ctl_end (ctl_end <= i: none
+ * does); user-defined tokens match anywhere. */
 static const struct special_tok *special_at(const struct tokenizer *tok, const uint8_t *text,
-                                            size_t i, size_t n, bool parse_special) {
-    uint8_t c = text[i];
-    if (!(tok->special_first[c >> 3] & (1u << (c & 7)))) return NULL;
+                                            size_t i, size_t n, size_t ctl_end) {
     for (int32_t k = 0; k < tok->n_specials; k++) {
         const struct special_tok *sp = &tok->specials[k];
-        if (sp->len > n - i || (uint8_t)sp->text[0] != c) continue;
-        if (sp->control && !parse_special) continue;
+        if (sp->len > n - i || (uint8_t)sp->text[0] != text[i]) continue;
+        if (sp->control && (ctl_end <= i || sp->len > ctl_end - i)) continue;
         if (memcmp(sp->text, text + i, sp->len) == 0) return sp;
     }
     return NULL;
 }
 
-int64_t tokenizer_encode_scratch(const struct tokenizer *tok, struct tokenizer_scratch *sc,
-                                 const char *text, size_t len, bool add_special, bool parse_special,
-                                 int32_t *out, int64_t max) {
+/* Where control tokens may match, for one encode: everywhere, nowhere, or
+ * inside the spans (sorted, not overlapping). */
+struct ctl_where {
+    bool all;
+    const struct tok_span *spans; // [n_spans]
+    size_t n_spans;
+    size_t k; // spans[0..k) end at or before the position last asked about
+};
+
+/* The end of the stretch of text from i on where a control token may lie
+ * (i or less: none may start at i). Positions asked about only grow. */
+static size_t ctl_end_at(struct ctl_where *w, size_t i, size_t len) {
+    if (w->all) return len;
+    while (w->k < w->n_spans && w->spans[w->k].off + w->spans[w->k].len <= i) w->k++;
+    if (w->k < w->n_spans && w->spans[w->k].off <= i) {
+        size_t end = w->spans[w->k].off + w->spans[w->k].len;
+        return end < len ? end : len;
+    }
+    return i;
+}
+
+static int64_t encode_where(const struct tokenizer *tok, struct tokenizer_scratch *sc,
+                            const char *text, size_t len, bool add_special,
+                            struct ctl_where *where, int32_t *out, int64_t max) {
     if (!tok || (!text && len) || (!out && max > 0) || max < 0) return KVIK_ERR_INVALID_ARG;
     struct encoder e = {.tok = tok, .out = out, .max = max, .sc = sc};
     const uint8_t *s = (const uint8_t *)text;
@@ -462,7 +485,10 @@ int64_t tokenizer_encode_scratch(const struct tokenizer *tok, struct tokenizer_s
     size_t seg = 0;
     if (tok->n_specials > 0) {
         for (size_t i = 0; i < len && ok;) {
-            const struct special_tok *sp = special_at(tok, s, i, len, parse_special);
+            uint8_t c = s[i];
+            const struct special_tok *sp = NULL;
+            if (tok->special_first[c >> 3] & (1u << (c & 7)))
+                sp = special_at(tok, s, i, len, ctl_end_at(where, i, len));
             if (!sp) {
                 i++;
                 continue;
@@ -477,6 +503,25 @@ int64_t tokenizer_encode_scratch(const struct tokenizer *tok, struct tokenizer_s
     if (add_special && tok->add_eos && tok->eos >= 0) put(&e, tok->eos);
     encoder_done(&e);
     return ok ? e.count : KVIK_ERR_NOMEM;
+}
+
+int64_t tokenizer_encode_scratch(const struct tokenizer *tok, struct tokenizer_scratch *sc,
+                                 const char *text, size_t len, bool add_special, bool parse_special,
+                                 int32_t *out, int64_t max) {
+    struct ctl_where w = {.all = parse_special};
+    return encode_where(tok, sc, text, len, add_special, &w, out, max);
+}
+
+int64_t tokenizer_encode_spans(const struct tokenizer *tok, const char *text, size_t len,
+                               bool add_special, const struct tok_span *spans, size_t n_spans,
+                               int32_t *out, int64_t max) {
+    if (n_spans > 0 && !spans) return KVIK_ERR_INVALID_ARG;
+    for (size_t k = 0; k < n_spans; k++)
+        if (spans[k].off > len || spans[k].len > len - spans[k].off ||
+            (k > 0 && spans[k].off < spans[k - 1].off + spans[k - 1].len))
+            return KVIK_ERR_INVALID_ARG;
+    struct ctl_where w = {.spans = spans, .n_spans = n_spans};
+    return encode_where(tok, NULL, text, len, add_special, &w, out, max);
 }
 
 int64_t tokenizer_encode(const struct tokenizer *tok, const char *text, size_t len,

@@ -4,6 +4,7 @@
  * reference template each renderer reproduces).
  */
 #include "tokenizer/chat.h"
+#include "tokenizer/tokenizer_int.h"
 
 #include <stdlib.h>
 
@@ -139,14 +140,20 @@ void chat_format_free(struct chat_format *f) {
 
 /* ---- rendering -------------------------------------------------------- */
 
-/* Output that counts everything and stores what fits (keeping room for NUL). */
+/* Output that counts everything and stores what fits (keeping room for
+ * NUL), and the spans of it the template wrote (as opposed to message
+ * contents), adjacent ones joined. */
 struct sbuf {
     char *out;
     size_t cap;
-    size_t len; // bytes produced so far, stored or not
+    size_t len;             // bytes produced so far, stored or not
+    struct tok_span *spans; // [cap_spans] or NULL
+    size_t cap_spans;
+    size_t n_spans;         // spans produced so far, stored or not
+    size_t span_end;        // where the last span ends
 };
 
-static void put_n(struct sbuf *b, const char *s, size_t n) {
+static void put_bytes(struct sbuf *b, const char *s, size_t n) {
     if (b->out && b->len < b->cap) {
         size_t room = b->cap - 1 - b->len; /* cap >= 1 here */
         memcpy(b->out + b->len, s, n < room ? n : room);
@@ -154,7 +161,23 @@ static void put_n(struct sbuf *b, const char *s, size_t n) {
     b->len += n;
 }
 
+/* Template text. */
+static void put_n(struct sbuf *b, const char *s, size_t n) {
+    if (n == 0) return;
+    if (b->n_spans > 0 && b->span_end == b->len) {
+        if (b->n_spans <= b->cap_spans) b->spans[b->n_spans - 1].len += n;
+    } else {
+        if (b->n_spans < b->cap_spans) b->spans[b->n_spans] = (struct tok_span){b->len, n};
+        b->n_spans++;
+    }
+    put_bytes(b, s, n);
+    b->span_end = b->len;
+}
+
 static void put(struct sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+/* A message's content. */
+static void put_content(struct sbuf *b, const char *s) { put_bytes(b, s, strlen(s)); }
 
 /* Length of the white-space character (Python's str.isspace) that starts
  * at s[0..n), or 0. */
@@ -181,7 +204,7 @@ static size_t space_back(const unsigned char *s, size_t n) {
     return 0;
 }
 
-/* content with leading and trailing white space removed (Jinja's trim). */
+/* A content with leading and trailing white space removed (Jinja's trim). */
 static void put_trimmed(struct sbuf *b, const char *content) {
     const unsigned char *s = (const unsigned char *)content;
     size_t n = strlen(content), k;
@@ -190,7 +213,7 @@ static void put_trimmed(struct sbuf *b, const char *content) {
         n -= k;
     }
     while ((k = space_back(s, n)) > 0) n -= k;
-    put_n(b, (const char *)s, n);
+    put_bytes(b, (const char *)s, n);
 }
 
 enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
@@ -243,7 +266,7 @@ static void render_chatml(struct sbuf *b, const struct chat_msg *msgs, const enu
         put(b, "<|im_start|>");
         put(b, msgs[i].role);
         put(b, "\n");
-        put(b, msgs[i].content);
+        put_content(b, msgs[i].content);
         put(b, "<|im_end|>\n");
     }
     if (gen) put(b, "<|im_start|>assistant\n");
@@ -266,7 +289,7 @@ static void render_gemma(struct sbuf *b, const struct chat_msg *msgs, const enum
     for (size_t i = start; i < n; i++) {
         put(b, roles[i] == ROLE_ASSISTANT ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
         if (i == start && start == 1) { /* the system message, untrimmed */
-            put(b, msgs[0].content);
+            put_content(b, msgs[0].content);
             put(b, "\n\n");
         }
         put_trimmed(b, msgs[i].content);
@@ -282,14 +305,14 @@ static void render_mistral(struct sbuf *b, const struct chat_msg *msgs, const en
         if (roles[i] == ROLE_USER) {
             put(b, " [INST] ");
             if (i == start && start == 1) {
-                put(b, msgs[0].content);
+                put_content(b, msgs[0].content);
                 put(b, "\n\n");
             }
-            put(b, msgs[i].content);
+            put_content(b, msgs[i].content);
             put(b, " [/INST]");
         } else {
             put(b, " ");
-            put(b, msgs[i].content);
+            put_content(b, msgs[i].content);
             put(b, "</s>");
         }
     }
@@ -300,15 +323,19 @@ static void render_phi3(struct sbuf *b, const struct chat_msg *msgs, size_t n, b
         put(b, "<|");
         put(b, msgs[i].role);
         put(b, "|>\n");
-        put(b, msgs[i].content);
+        put_content(b, msgs[i].content);
         put(b, "<|end|>\n");
     }
     put(b, gen ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
+/* Renders into out[0..cap) and, when spans is not NULL, the template's
+ * spans into spans[0..cap_spans); *n_spans (when not NULL) gets their
+ * count, stored or not. */
 static kvik_status render(enum chat_template t, const char *default_system,
                           const struct chat_msg *msgs, size_t n, bool gen, char *out,
-                          size_t cap, size_t *needed, struct kvik_err *err) {
+                          size_t cap, size_t *needed, struct tok_span *spans, size_t cap_spans,
+                          size_t *n_spans, struct kvik_err *err) {
     if (needed) *needed = 0;
     if ((unsigned)t >= CHAT_TEMPLATE_COUNT)
         return err_set(err, KVIK_ERR_INVALID_ARG, "chat: template %d out of range", (int)t);
@@ -328,7 +355,7 @@ static kvik_status render(enum chat_template t, const char *default_system,
         st = check_alternation(t, roles, n, err);
     if (st != KVIK_OK) goto done;
 
-    struct sbuf b = {out, cap, 0};
+    struct sbuf b = {.out = out, .cap = cap, .spans = spans, .cap_spans = spans ? cap_spans : 0};
     switch (t) {
     case CHAT_TEMPLATE_CHATML: render_chatml(&b, msgs, roles, n, gen, default_system); break;
     case CHAT_TEMPLATE_LLAMA3: render_llama3(&b, msgs, n, gen); break;
@@ -338,6 +365,7 @@ static kvik_status render(enum chat_template t, const char *default_system,
     default: break;
     }
     if (needed) *needed = b.len;
+    if (n_spans) *n_spans = b.n_spans;
     if (out) out[b.len < cap ? b.len : cap - 1] = 0;
     if (out && b.len >= cap)
         st = err_set(err, KVIK_ERR_INVALID_ARG,
@@ -350,7 +378,7 @@ done:
 kvik_status chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t n,
                        bool add_generation_prompt, char *out, size_t cap, size_t *needed,
                        struct kvik_err *err) {
-    return render(t, NULL, msgs, n, add_generation_prompt, out, cap, needed, err);
+    return render(t, NULL, msgs, n, add_generation_prompt, out, cap, needed, NULL, 0, NULL, err);
 }
 
 kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg *msgs,
@@ -358,5 +386,33 @@ kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg
                               size_t *needed, struct kvik_err *err) {
     if (!f) return err_set(err, KVIK_ERR_INVALID_ARG, "chat: format is NULL");
     return render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, out, cap, needed,
-                  err);
+                  NULL, 0, NULL, err);
+}
+
+kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, struct chat_rendering *out,
+                              struct kvik_err *err) {
+    *out = (struct chat_rendering){0};
+    if (!f) return err_set(err, KVIK_ERR_INVALID_ARG, "chat: format is NULL");
+    size_t needed = 0, n_spans = 0;
+    kvik_status st = render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, NULL, 0,
+                            &needed, NULL, 0, &n_spans, err);
+    if (st) return st;
+    out->text = malloc(needed + 1);
+    out->spans = malloc((n_spans ? n_spans : 1) * sizeof *out->spans);
+    if (!out->text || !out->spans) {
+        chat_rendering_free(out);
+        return err_set(err, KVIK_ERR_NOMEM, "chat: out of memory");
+    }
+    st = render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, out->text, needed + 1,
+                &out->len, out->spans, n_spans, &out->n_spans, err);
+    if (st) chat_rendering_free(out);
+    return st;
+}
+
+void chat_rendering_free(struct chat_rendering *r) {
+    if (!r) return;
+    free(r->text);
+    free(r->spans);
+    *r = (struct chat_rendering){0};
 }

@@ -42,6 +42,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/base.h"
 
@@ -99,5 +100,29 @@ kvik_status chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t
 kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg *msgs,
                               size_t n, bool add_generation_prompt, char *out, size_t cap,
                               size_t *needed, struct kvik_err *err);
+
+struct tokenizer;
+
+/*
+ * Renders msgs[0..n) and tokenizes the text in one go: the template's own
+ * markers become their special tokens, and every message content is plain
+ * text, so a "<|im_end|>" inside a content encodes as the characters it is
+ * and never as a control token. Control tokens match only where they lie
+ * wholly inside text the template wrote (its markers, the role names, the
+ * default system prompt); user-defined tokens match anywhere, as in
+ * tokenizer_encode. The plain text between two control tokens, template
+ * text and contents together, is encoded as one stretch: for contents that
+ * hold no control-token text the ids are exactly tokenizer_encode(rendered
+ * text, add_special = true, parse_special = true). BOS comes first when the
+ * tokenizer's add_bos says so, EOS last when add_eos does, as add_special
+ * does in tokenizer_encode.
+ *
+ * On success *ids (malloc'd, the caller frees it) holds *n_ids ids. On
+ * failure *ids is NULL and *n_ids 0: the rendering's errors (bad role or
+ * order: KVIK_ERR_INVALID_ARG), KVIK_ERR_NOMEM.
+ */
+kvik_status chat_encode(const struct chat_format *f, const struct tokenizer *tok,
+                        const struct chat_msg *msgs, size_t n, bool add_generation_prompt,
+                        int32_t **ids, size_t *n_ids, struct kvik_err *err);
 
 #endif /* KVIK_CHAT_H */

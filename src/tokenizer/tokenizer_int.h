@@ -135,6 +135,45 @@ bool spm_words_split(const struct tokenizer *tok);
 int64_t wpm_normalize(const uint8_t *s, size_t n, char *out, size_t cap);
 bool wpm_is_punct(uint32_t cp);
 
+/* A byte range text[off .. off + len) of a text being encoded. */
+struct tok_span {
+    size_t off, len;
+};
+
+/*
+ * tokenizer_encode with control tokens recognised only where they lie
+ * wholly inside one of spans[0..n_spans) (sorted by offset, not
+ * overlapping): everywhere else their text is plain text, as with
+ * parse_special false. User-defined tokens match anywhere, as always. The
+ * text between matches is encoded as one stretch, whatever spans it
+ * crosses, so with spans covering all of the text the ids are those of
+ * tokenizer_encode with parse_special true. KVIK_ERR_INVALID_ARG
+ * (negative) for spans out of order or past len.
+ */
+int64_t tokenizer_encode_spans(const struct tokenizer *tok, const char *text, size_t len,
+                               bool add_special, const struct tok_span *spans, size_t n_spans,
+                               int32_t *out, int64_t max);
+
+/* A conversation rendered by its chat template (chat.c): the text, and
+ * the spans of it the template wrote itself (everything else is message
+ * content), in order, adjacent spans joined. */
+struct chat_rendering {
+    char *text;             // [len + 1], NUL-terminated
+    size_t len;
+    struct tok_span *spans; // [n_spans]
+    size_t n_spans;
+};
+
+struct chat_format;
+struct chat_msg;
+
+/* Renders msgs[0..n) as chat_format_apply does, into out (malloc'd; free
+ * with chat_rendering_free). On failure out is empty. */
+kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs, size_t n,
+                              bool add_generation_prompt, struct chat_rendering *out,
+                              struct kvik_err *err);
+void chat_rendering_free(struct chat_rendering *r); /* leaves it empty; NULL is fine */
+
 /* Merge of (left, right), or NULL if the pair never merges. */
 static inline const struct merge_slot *merge_find(const struct tokenizer *tok, int32_t left,
                                                   int32_t right) {
