@@ -56,8 +56,11 @@ static bool px_load(void) {
         test_fail(__FILE__, __LINE__, "loading the default model: %s", err.msg);
         return false;
     }
-    for (int32_t id = 0; id < g_px.m->hp.n_vocab && g_px.n_eog < MAX_EOG; id++)
-        if (tokenizer_is_eog(g_px.tok, id)) g_px.eog[g_px.n_eog++] = id;
+    int n = 0;
+    int32_t *eog = engine_eog_ids(g_px.tok, &n);
+    g_px.n_eog = eog ? (n < MAX_EOG ? n : MAX_EOG) : 0;
+    if (eog) memcpy(g_px.eog, eog, (size_t)g_px.n_eog * sizeof *eog);
+    free(eog);
     g_px.ok = true;
     return true;
 }
