@@ -4,8 +4,8 @@
  * One line of stdin is one user message; a line ending in a backslash
  * continues on the next. Each turn encodes the whole conversation with the
  * chat template (generation prompt on; see Special tokens) and submits it
- * to the serving engine as a new request (gen.c), with the engine's prefix cache
- * on and one cache key for the whole chat. The previous turn's request
+ * to the serving engine as a new request (gen.c), with the engine's prefix
+ * cache on and one cache key for the whole chat. The previous turn's request
  * left every position it computed in the cache, its partly filled last
  * block included (engine.h, "Prefix cache"), so the turn attaches the
  * conversation so far and prefills exactly what is new: the end-of-turn
@@ -42,6 +42,7 @@ static void usage(FILE *f) {
             "  -n N           at most N tokens per reply (default 1024)\n" GEN_USAGE_OPTIONS
             "  --system TEXT  a system message (default: the template's own, if any)\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
+            "With -s SEED, reply t (from 0) samples with seed SEED + t.\n"
             "A line ending in a backslash continues on the next line.\n");
 }
 
