@@ -38,6 +38,11 @@ static void usage(FILE *f) {
             "  --max-body BYTES    request body limit (default 4194304)\n"
             "  --drain-timeout S   on SIGINT/SIGTERM, seconds running requests may finish (default 30)\n"
             "  --max-connections N concurrent HTTP connections (default 512)\n"
+            "  --max-connections-per-ip N  concurrent connections from one address (default 128;\n"
+            "                      0: no limit; behind a proxy every client has the proxy's address)\n"
+            "  --header-timeout S  seconds a request's headers may take (default 10; also how long an\n"
+            "                      idle kept-alive connection stays open)\n"
+            "  --body-timeout S    seconds its body may take after the headers (default 30)\n"
             "  --spec MODE         speculative decoding: none (default), ngram (prompt lookup) or draft\n"
             "  --model-draft PATH  draft model with the model's vocabulary (implies --spec draft)\n"
             "  --spec-max N        longest draft, 1..16 (default 8; adapts per sequence)\n"
@@ -131,6 +136,14 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--spec-ngram")) {
             if (!cli_parse_long(v, 1, 8, &l)) return bad_value(a, v);
             cfg.spec_ngram = (int)l;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            if (!cli_parse_long(v, 0, 100000, &l)) return bad_value(a, v);
+            cfg.max_connections_per_ip = (int)l;
+        } else if (!strcmp(a, "--header-timeout") || !strcmp(a, "--body-timeout")) {
+            float f;
+            if (!cli_parse_float(v, 0.01f, 86400, &f)) return bad_value(a, v);
+            if (a[2] == 'h') cfg.header_timeout_s = f;
+            else cfg.body_timeout_s = f;
         } else if (!strcmp(a, "--max-connections")) {
             if (!cli_parse_long(v, 1, 100000, &l)) return bad_value(a, v);
             cfg.max_connections = (int)l;

@@ -1,8 +1,9 @@
 /*
  * engine.c — the serving engine's outside (engine.h): configuration,
- * request admission, the engine thread's loop, cancellation, drain, events
- * and statistics. What one step computes is in sched.c; the layout both
- * share is in engine_int.h.
+ * request admission, the engine thread's loop, cancellation, drain and
+ * published statistics. It is the top of the engine's files (engine_int.h
+ * has the order): what one step computes is in sched.c, the bookkeeping
+ * of choices and their events in seq.c; nothing calls back into this file.
  *
  * Locking: one mutex, e->mu, guards what callers and the engine thread
  * share (the incoming list, the live list, flags, published statistics).
@@ -14,194 +15,15 @@
  * engine_new, so a step allocates nothing.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "engine/engine_int.h"
 #include "tensor/tensor.h"
 
-const double engine_hist_bounds[ENGINE_HIST_BUCKETS] = {
-    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
-    0.5,   0.75,   1.0,   2.5,    5.0,  7.5,   10.0, 30.0,  60.0, 120.0,
-};
-
 struct engine_config engine_config_default(void) {
     return (struct engine_config){.max_seqs = 64, .max_batch_tokens = 512, .prefill_chunk = 128, .max_queue = 256,
                                   .kv_type = TENSOR_TYPE_F16, .block_tokens = 16};
-}
-
-void engine_hist_add(struct engine_hist *h, int64_t ns) {
-    double s = (double)ns * 1e-9;
-    int i = 0;
-    while (i < ENGINE_HIST_BUCKETS && s > engine_hist_bounds[i]) i++;
-    h->counts[i]++;
-    h->count++;
-    h->sum += s;
-}
-
-/* ---- the running array and the waiting queue -------------------------- */
-
-static bool seq_before(const struct eseq *a, const struct eseq *b) {
-    return a->req->id != b->req->id ? a->req->id < b->req->id : a->choice < b->choice;
-}
-
-void engine_running_insert(struct engine *e, struct eseq *s) {
-    int i = e->n_running;
-    while (i > 0 && seq_before(s, e->running[i - 1])) {
-        e->running[i] = e->running[i - 1];
-        i--;
-    }
-    e->running[i] = s;
-    e->n_running++;
-    e->by_kv[s->kv] = s;
-    s->state = ESEQ_RUNNING;
-}
-
-void engine_running_remove(struct engine *e, struct eseq *s) {
-    int i = 0;
-    while (i < e->n_running && e->running[i] != s) i++;
-    if (i == e->n_running) return;
-    memmove(&e->running[i], &e->running[i + 1], (size_t)(e->n_running - i - 1) * sizeof *e->running);
-    e->n_running--;
-    e->n_slots -= 1 + s->n_fork;
-    e->by_kv[s->kv] = NULL;
-    if (s->spec) spec_seq_release(e, s);
-    kv_paged_seq_close(&e->kv, s->kv);
-    s->kv = -1;
-    s->n_computed = 0;
-}
-
-static void wait_push_back(struct engine *e, struct eseq *s) {
-    s->next = NULL;
-    s->prev = e->wait_tail;
-    if (e->wait_tail) e->wait_tail->next = s;
-    else e->wait_head = s;
-    e->wait_tail = s;
-    s->state = ESEQ_WAITING;
-}
-
-void engine_wait_push_front(struct engine *e, struct eseq *s) {
-    s->prev = NULL;
-    s->next = e->wait_head;
-    if (e->wait_head) e->wait_head->prev = s;
-    else e->wait_tail = s;
-    e->wait_head = s;
-    s->state = ESEQ_WAITING;
-}
-
-void engine_wait_unlink(struct engine *e, struct eseq *s) {
-    if (s->prev) s->prev->next = s->next;
-    else e->wait_head = s->next;
-    if (s->next) s->next->prev = s->prev;
-    else e->wait_tail = s->prev;
-    s->prev = s->next = NULL;
-}
-
-/* ---- events ------------------------------------------------------------ */
-
-/* log-softmax of the raw logits at tok, and the k largest (ties: lower id
- * first), sorted. NaN logits count as -inf. */
-static void fill_logprobs(const float *row, int nv, int32_t tok, int k, struct engine_event *ev) {
-    float mx = -INFINITY;
-    for (int i = 0; i < nv; i++)
-        if (row[i] > mx) mx = row[i];
-    double sum = 0;
-    if (mx > -INFINITY)
-        for (int i = 0; i < nv; i++)
-            if (row[i] > -INFINITY) sum += (double)expf(row[i] - mx);
-    double lse = mx > -INFINITY ? (double)mx + log(sum) : 0;
-    ev->logprob = row[tok] == row[tok] ? (float)((double)row[tok] - lse) : -INFINITY;
-    int n = 0;
-    for (int i = 0; i < nv && k > 0; i++) {
-        float v = row[i];
-        if (!(v == v) || (n == k && v <= ev->top_logprobs[k - 1])) continue;
-        int j = n < k ? n++ : k - 1;
-        while (j > 0 && ev->top_logprobs[j - 1] < v) {
-            ev->top_logprobs[j] = ev->top_logprobs[j - 1];
-            ev->top_ids[j] = ev->top_ids[j - 1];
-            j--;
-        }
-        ev->top_logprobs[j] = v;
-        ev->top_ids[j] = i;
-    }
-    for (int i = 0; i < n; i++) ev->top_logprobs[i] = (float)((double)ev->top_logprobs[i] - lse);
-    ev->n_top = n;
-}
-
-/* Samples the next token of s from row (argmax: the row's argmax as the forward
- * pass found it, or -1), sends it, and ends the choice on
- * an end-of-generation token, a callback that returns false, or
- * max_tokens. */
-void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now) {
-    int32_t tok = sampler_sample_argmax(s->smp, row, argmax);
-    sampler_accept(s->smp, tok);
-    engine_send_token(e, s, tok, row, now);
-}
-
-void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now) {
-    struct ereq *r = s->req;
-    e->st.generation_tokens++;
-    if (!r->got_token) {
-        r->got_token = true;
-        engine_hist_add(&e->st.ttft, now - r->t_submit);
-        engine_hist_add(&e->st.prefill, now - r->t_sched);
-    }
-    if (s->t_last) engine_hist_add(&e->st.itl, now - s->t_last);
-    s->t_last = now;
-    if (!r->ignore_eos && e->is_eog[tok]) {
-        s->eog_token = tok;
-        engine_finish_choice(e, s, ENGINE_FINISH_STOP, NULL);
-        return;
-    }
-    s->tokens[s->n_tokens++] = tok;
-    s->n_generated++;
-    struct engine_event ev;
-    ev.request_id = r->id;
-    ev.choice = s->choice;
-    ev.finish = ENGINE_FINISH_NONE;
-    ev.token = tok;
-    ev.logprob = 0;
-    ev.n_top = 0;
-    ev.n_prompt = r->n_prompt;
-    ev.n_generated = s->n_generated;
-    ev.n_cached = r->n_cached;
-    ev.error = NULL;
-    if (r->top_logprobs >= 0) fill_logprobs(row, e->n_vocab, tok, r->top_logprobs, &ev);
-    bool go = r->fn(r->user, &ev);
-    if (!go) engine_finish_choice(e, s, ENGINE_FINISH_STOP, NULL);
-    else if (s->n_generated >= r->max_tokens) engine_finish_choice(e, s, ENGINE_FINISH_LENGTH, NULL);
-}
-
-static void send_final(struct engine *e, struct eseq *s, enum engine_finish why, const char *error) {
-    struct ereq *r = s->req;
-    s->state = ESEQ_DONE;
-    e->st.finished[why]++;
-    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = s->eog_token,
-                              .n_prompt = r->n_prompt, .n_generated = s->n_generated, .n_cached = r->n_cached,
-                              .error = error};
-    r->fn(r->user, &ev);
-    if (--r->n_live == 0) {
-        engine_hist_add(&e->st.e2e, clock_ns() - r->t_submit);
-        if (!r->started) atomic_fetch_sub(&e->n_queued, 1);
-        r->dnext = e->done;
-        e->done = r;
-    }
-}
-
-/* Ends a choice: gives back its blocks and slot, leaves whatever queue it
- * is in, sends its final event. Choices still waiting for this one's
- * prompt end with it. */
-void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error) {
-    if (s->state == ESEQ_DONE) return;
-    if (s->state == ESEQ_RUNNING && why != ENGINE_FINISH_ERROR) engine_prefix_keep_tail(e, s);
-    if (s->state == ESEQ_RUNNING) engine_running_remove(e, s);
-    else if (s->state == ESEQ_WAITING) engine_wait_unlink(e, s);
-    int forks = s->n_fork;
-    s->n_fork = 0;
-    send_final(e, s, why, error);
-    for (int c = 1; c <= forks; c++)
-        if (s->req->seqs[c].state == ESEQ_PENDING) send_final(e, &s->req->seqs[c], why, error);
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -410,7 +232,7 @@ static void process_cancels(struct engine *e, bool all) {
         for (struct eseq *s = e->wait_head; s && !hit; s = s->next)
             if (all || atomic_load(&s->req->cancel)) hit = s->req;
         if (hit) {
-            for (int c = 0; c < hit->n; c++) engine_finish_choice(e, &hit->seqs[c], ENGINE_FINISH_CANCELLED, NULL);
+            for (int c = 0; c < hit->n; c++) seq_finish(e, &hit->seqs[c], ENGINE_FINISH_CANCELLED, NULL);
             again = true;
         }
     }
@@ -442,7 +264,7 @@ static void *engine_main(void *arg) {
 
         for (struct ereq *q = in, *next; q; q = next) {
             next = q->inext;
-            wait_push_back(e, &q->seqs[0]);
+            seq_wait_push_back(e, &q->seqs[0]);
         }
         if (cancels) process_cancels(e, all);
         bool ok = check ? kv_paged_consistent(&e->kv) : false;

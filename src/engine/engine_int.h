@@ -1,7 +1,24 @@
 /*
- * engine_int.h — the serving engine's internal layout, shared by engine.c
- * (requests, the engine thread, events, statistics) and sched.c (what one
- * step computes: batch building, KV blocks, preemption, sampling).
+ * engine_int.h — the serving engine's internal layout and the functions
+ * its files call in each other. Calls go one way, from the top down:
+ *
+ *   engine.c       the public face and the engine thread: configuration,
+ *                  admission, cancellation, drain, published statistics
+ *   sched.c        what one step computes: batch, KV blocks, preemption,
+ *                  the forward pass, what is sampled and sent
+ *   seq.c          the bookkeeping of choices: the running array, the
+ *                  waiting queue, token and final events, ending a choice,
+ *                  histograms
+ *   spec_engine.c  speculative decoding inside a step: drafts, the decode
+ *                  with its draft, verification, rollback
+ *   spec.c, sampler.c  no engine state (spec.h, sampler.h)
+ *   prefix.c       the prefix cache's side of a step (a leaf: called from
+ *                  above, calls no engine file)
+ *
+ * A file calls only files below it. A lower file tells an upper one what
+ * happened through return values and the data (a choice's state, e->done),
+ * never by calling up. engine_batch_add below is the one loop that fills a
+ * batch.
  *
  * Ownership: a request (struct ereq) is allocated by engine_submit on the
  * caller's thread and handed to the engine thread through the incoming list
@@ -119,6 +136,22 @@ struct engine {
     struct spec_engine *spec; /* speculative decoding (spec_engine.c); NULL: off */
 };
 
+/* Appends toks[0..n) at positions pos.. of cache sequence seq to the
+ * step's batch (e->b_tok, b_pos, b_seq, b_logits; *nb entries before, *nb
+ * + n after); the last n_logits of them ask for logits. The one loop that
+ * fills a batch, for the target model's steps and the draft model's
+ * rounds alike. */
+static inline void engine_batch_add(struct engine *e, int *nb, int seq, int pos, const int32_t *toks, int n,
+                                    int n_logits) {
+    for (int j = 0; j < n; j++) {
+        int i = (*nb)++;
+        e->b_tok[i] = toks[j];
+        e->b_pos[i] = pos + j;
+        e->b_seq[i] = seq;
+        e->b_logits[i] = j >= n - n_logits;
+    }
+}
+
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
 void sched_step(struct engine *e);
 
@@ -137,17 +170,33 @@ void engine_prefix_admitted(struct engine *e, struct eseq *s);
 void engine_prefix_register(struct engine *e);
 void engine_prefix_keep_tail(struct engine *e, struct eseq *s);
 
-/* engine.c, for sched.c */
-void engine_finish_choice(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
-void engine_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
-/* Sends token tok (already recorded in the sampler; row its raw logits)
- * and ends the choice where engine_emit_token would. */
-void engine_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);
+/* seq.c: the bookkeeping of choices, for engine.c and sched.c.
+ * seq_running_insert: s, given cache sequence s->kv, joins e->running in
+ * arrival order (RUNNING). seq_running_remove: s leaves it; its cache
+ * sequence (and draft sequence) is closed and n_computed is 0; its
+ * slots are given back. seq_wait_push_back / _push_front: s joins the
+ * waiting queue at the end (new) or the front (preempted) (WAITING);
+ * seq_wait_unlink: s leaves it, its state unchanged. */
+void seq_running_insert(struct engine *e, struct eseq *s);
+void seq_running_remove(struct engine *e, struct eseq *s);
+void seq_wait_push_back(struct engine *e, struct eseq *s);
+void seq_wait_push_front(struct engine *e, struct eseq *s);
+void seq_wait_unlink(struct engine *e, struct eseq *s);
+/* Samples s's next token from row (argmax: the row's argmax if the forward
+ * pass found it, else -1), records it in the sampler and sends it
+ * (seq_send_token). */
+void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
+/* Sends token tok (already recorded in the sampler; row its raw logits):
+ * appends it and calls the request's callback, or ends the choice (DONE)
+ * on an end-of-generation token, a callback that returns false, or
+ * max_tokens. */
+void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now);
+/* Ends s (a no-op if DONE): it leaves the running array or the waiting
+ * queue, gets its final event, and so do its still PENDING forks. A
+ * request whose last choice ended is on e->done afterwards. */
+void seq_finish(struct engine *e, struct eseq *s, enum engine_finish why, const char *error);
+/* Counts a duration of ns in h. */
 void engine_hist_add(struct engine_hist *h, int64_t ns);
-void engine_running_insert(struct engine *e, struct eseq *s);
-void engine_running_remove(struct engine *e, struct eseq *s);
-void engine_wait_push_front(struct engine *e, struct eseq *s);
-void engine_wait_unlink(struct engine *e, struct eseq *s);
 
 /* spec_engine.c: speculative decoding inside a step (engine/spec.h). */
 /* The draft pool and buffers for e->cfg's spec_mode (after e->kv and
@@ -164,11 +213,18 @@ void spec_seq_release(struct engine *e, struct eseq *s);
  * of the draft model batched over the choices). */
 void spec_prepare(struct engine *e);
 /* The decode of s with its draft (up to budget tokens in all, blocks for
- * the first already free): tokens added to the batch, 0 if s ended with
- * an error. */
+ * the first already free): the tokens added to the batch, 0 (nothing
+ * added) if the cache refused to grow s. */
 int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp);
-/* Verifies s's draft from logits row `row` on and emits the tokens kept:
- * the rows it used, 0 when row is not a decode of s with speculation. */
-int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now);
+/* Verifies s's draft from logits row `row` on: the tokens to emit (1 or
+ * more, already recorded in s's sampler; token t's raw logits are row +
+ * t) in *toks[0..*n_toks), valid until the next call; returns the rows the
+ * decode used, 0 when row is not a decode of s with speculation. s's
+ * n_computed is then the last sampled token plus the accepted drafts. */
+int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, int *n_toks);
+/* After spec_check's tokens were sent, if s still runs: its target and
+ * draft caches drop the positions of rejected draft tokens (past
+ * n_computed). */
+void spec_rewind(struct engine *e, struct eseq *s);
 
 #endif /* KVIK_ENGINE_INT_H */

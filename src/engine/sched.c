@@ -43,14 +43,16 @@
  * row; choices 1..n-1 fork its cache sequence first.
  *
  * With speculative decoding (spec_engine.c) the decode of a choice carries
- * its draft too, each position with logits, and spec_emit verifies and
- * emits; the hooks here are spec_prepare, spec_take and spec_emit.
+ * its draft too, each position with logits: spec_prepare drafts at the
+ * start of the step, spec_take adds a decode with its draft, spec_check
+ * verifies it and returns the tokens to keep, which are sent here, and
+ * spec_rewind drops the rejected positions of a choice still running.
  */
 #include "engine/engine_int.h"
 
 static void preempt(struct engine *e, struct eseq *s) {
-    engine_running_remove(e, s);
-    engine_wait_push_front(e, s);
+    seq_running_remove(e, s);
+    seq_wait_push_front(e, s);
     e->st.preemptions++;
 }
 
@@ -59,18 +61,10 @@ static void preempt(struct engine *e, struct eseq *s) {
 static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
     struct ereq *r = s->req;
     int a = s->n_computed;
-    for (int j = 0; j < n; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = s->tokens[a + j];
-        e->b_pos[i] = a + j;
-        e->b_seq[i] = s->kv;
-        e->b_logits[i] = false;
-    }
+    bool last = a + n == s->n_tokens; /* the last position samples */
+    engine_batch_add(e, nb, s->kv, a, s->tokens + a, n, last ? 1 : 0);
     s->n_computed += n;
-    if (s->n_computed == s->n_tokens) {
-        e->b_logits[*nb - 1] = true;
-        e->samp[(*n_samp)++] = s;
-    }
+    if (last) e->samp[(*n_samp)++] = s;
     int lo = a > r->n_prompt_counted ? a : r->n_prompt_counted, hi = a + n < r->n_prompt ? a + n : r->n_prompt;
     if (hi > lo) {
         e->st.prompt_tokens += (uint64_t)(hi - lo);
@@ -90,11 +84,16 @@ static int fit(const struct engine *e, const struct eseq *s, int want, int64_t r
     return (int)c;
 }
 
+/* s's cache sequence could not grow: s ends with an error. */
+static void grow_refused(struct engine *e, struct eseq *s) {
+    seq_finish(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+}
+
 /* Grows s's cache sequence for n more positions and adds them to the batch;
  * false (s ended with an error) if the cache refuses. */
 static bool take(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
     if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + n)) {
-        engine_finish_choice(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
+        grow_refused(e, s);
         return false;
     }
     add_tokens(e, s, n, nb, n_samp);
@@ -113,14 +112,14 @@ static void fork_choices(struct engine *e, struct eseq *s) {
         int kv = kv_paged_seq_fork(&e->kv, s->kv);
         if (kv < 0) {
             e->n_slots--;
-            engine_finish_choice(e, x, ENGINE_FINISH_ERROR, "engine: no cache sequence for a choice");
+            seq_finish(e, x, ENGINE_FINISH_ERROR, "engine: no cache sequence for a choice");
             continue;
         }
         memcpy(x->tokens, s->tokens, (size_t)s->n_tokens * sizeof *x->tokens);
         x->n_tokens = s->n_tokens;
         x->n_computed = s->n_computed;
         x->kv = kv;
-        engine_running_insert(e, x);
+        seq_running_insert(e, x);
     }
 }
 
@@ -128,7 +127,7 @@ static void fork_choices(struct engine *e, struct eseq *s) {
 static void fail_batch(struct engine *e, int nb, const char *msg) {
     for (int i = 0; i < nb; i++) {
         struct eseq *s = e->by_kv[e->b_seq[i]];
-        if (s && s->state == ESEQ_RUNNING) engine_finish_choice(e, s, ENGINE_FINISH_ERROR, msg);
+        if (s && s->state == ESEQ_RUNNING) seq_finish(e, s, ENGINE_FINISH_ERROR, msg);
     }
 }
 
@@ -152,8 +151,9 @@ rebuild:
         }
         if (self) break; /* s was the newest: nothing after it */
         /* a draft may use the budget beyond one token for each choice after s */
-        int used = e->spec ? spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp)
-                           : take(e, s, 1, &nb, &n_samp);
+        int used;
+        if (!e->spec) used = take(e, s, 1, &nb, &n_samp) ? 1 : 0;
+        else if (!(used = spec_take(e, s, budget - (e->n_running - 1 - i), &nb, &n_samp))) grow_refused(e, s);
         if (!used) {
             i--; /* s left the array */
             continue;
@@ -193,8 +193,8 @@ rebuild:
             break;
         }
         engine_prefix_admitted(e, s);
-        engine_wait_unlink(e, s);
-        engine_running_insert(e, s);
+        seq_wait_unlink(e, s);
+        seq_running_insert(e, s);
         e->n_slots += slots;
         struct ereq *r = s->req;
         if (!r->started) {
@@ -213,9 +213,9 @@ rebuild:
         }
         /* unreachable while every request fits the pool alone; never spin */
         if (e->n_running == 1)
-            engine_finish_choice(e, e->running[0], ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+            seq_finish(e, e->running[0], ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
         else if (!preempted && e->wait_head)
-            engine_finish_choice(e, e->wait_head, ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
+            seq_finish(e, e->wait_head, ENGINE_FINISH_ERROR, "engine: the KV pool cannot hold the sequence");
         return;
     }
 
@@ -232,17 +232,21 @@ rebuild:
     now = clock_ns();
     for (int j = 0; j < n_samp; j++) {
         struct eseq *s = e->samp[j];
-        int rows = e->spec ? spec_emit(e, s, j, now) : 0;
-        if (rows) {
+        const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
+        const int32_t *toks = NULL;
+        int n_toks = 0, rows = e->spec ? spec_check(e, s, j, &toks, &n_toks) : 0;
+        if (rows) { /* a decode with its draft: the kept tokens, one row each */
+            for (int t = 0; t < n_toks && s->state == ESEQ_RUNNING; t++)
+                seq_send_token(e, s, toks[t], row + (size_t)t * (size_t)e->n_vocab, now);
+            if (s->state == ESEQ_RUNNING) spec_rewind(e, s);
             j += rows - 1;
             continue;
         }
-        const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
         int forks = s->n_fork;
         if (forks) fork_choices(e, s);
         for (int c = s->choice; c <= s->choice + forks; c++) {
             struct eseq *x = &s->req->seqs[c];
-            if (x->state == ESEQ_RUNNING) engine_emit_token(e, x, row, e->argmax[j], now);
+            if (x->state == ESEQ_RUNNING) seq_emit_token(e, x, row, e->argmax[j], now);
         }
     }
 }

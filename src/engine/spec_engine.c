@@ -15,11 +15,16 @@
  *   spec_take     the decode adds the last sampled token and the draft,
  *                 shortened to the budget and the free blocks (a draft
  *                 never preempts), every position with logits.
- *   spec_emit     spec_verify picks the tokens to keep; they are emitted
- *                 one event each (an end-of-generation token, a stop from
- *                 the callback or max_tokens ends the choice there), and
- *                 the positions of rejected drafts are truncated from the
- *                 target's and the draft model's caches.
+ *   spec_check    spec_verify picks the tokens to keep and hands them back;
+ *                 the step (sched.c) sends them, one event each, until the
+ *                 choice ends.
+ *   spec_rewind   for a choice still running after that, the positions of
+ *                 rejected drafts are truncated from the target's and the
+ *                 draft model's caches.
+ *
+ * This file calls no other engine file but spec.c and the sampler: what a
+ * step has to do with its results (events, ending a choice) is done by
+ * the step, from return values.
  *
  * Draft tokens are written into the choice's token buffer after n_tokens
  * (they fit: a draft is at most max_tokens - n_generated - 1 long) and
@@ -34,6 +39,7 @@ struct spec_seq {
     int32_t draft[SPEC_MAX_DRAFT];
     int n_draft;            /* draft tokens proposed this step */
     int n_rows;             /* logits rows of this step's decode (0: none) */
+    int n_keep;             /* positions kept after this step's verification (spec_rewind) */
     /* SPEC_DRAFT */
     struct sampler *dsmp;   /* the request's sampling without penalties */
     float *q;               /* [spec_max][n_vocab] draft distributions; NULL when greedy */
@@ -160,13 +166,7 @@ static bool draft_add(struct engine *e, struct eseq *s, const int32_t *toks, int
     struct spec_seq *q = s->spec;
     struct kv_paged *kv = &e->spec->dkv;
     if (n <= 0 || *nb + n > e->cfg.max_batch_tokens || !kv_paged_seq_grow(kv, q->dkv, from + n)) return false;
-    for (int j = 0; j < n; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = toks[j];
-        e->b_pos[i] = from + j;
-        e->b_seq[i] = q->dkv;
-        e->b_logits[i] = row && j == n - 1;
-    }
+    engine_batch_add(e, nb, q->dkv, from, toks, n, row ? 1 : 0);
     if (row) q->d_row = (*nrow)++;
     return true;
 }
@@ -246,26 +246,17 @@ int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp
     int k = q->n_draft < budget - 1 ? q->n_draft : budget - 1;
     if (k < 0) k = 0;
     while (k > 0 && kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + 1 + k) > kv_paged_free_blocks(&e->kv)) k--;
-    if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + 1 + k)) {
-        engine_finish_choice(e, s, ENGINE_FINISH_ERROR, "engine: the KV cache refused to grow a sequence");
-        return 0;
-    }
+    if (!kv_paged_seq_grow(&e->kv, s->kv, s->n_computed + 1 + k)) return 0;
     q->n_draft = k;
     memcpy(s->tokens + s->n_tokens, q->draft, (size_t)k * sizeof *q->draft);
-    for (int j = 0; j <= k; j++) {
-        int i = (*nb)++;
-        e->b_tok[i] = s->tokens[s->n_computed + j];
-        e->b_pos[i] = s->n_computed + j;
-        e->b_seq[i] = s->kv;
-        e->b_logits[i] = true;
-        e->samp[(*n_samp)++] = s;
-    }
+    engine_batch_add(e, nb, s->kv, s->n_computed, s->tokens + s->n_computed, k + 1, k + 1);
+    for (int j = 0; j <= k; j++) e->samp[(*n_samp)++] = s;
     s->n_computed += k + 1;
     q->n_rows = k + 1;
     return k + 1;
 }
 
-int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now) {
+int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, int *n_toks) {
     struct spec_seq *q = s->spec;
     if (!q || q->n_rows == 0) return 0;
     struct spec_engine *x = e->spec;
@@ -282,17 +273,23 @@ int spec_emit(struct engine *e, struct eseq *s, int row, int64_t now) {
         for (int j = 0; j < accepted; j++) e->st.spec_accepted_by_pos[j]++;
         spec_ctl_update(&q->ctl, k, accepted);
     }
-    /* keep the last sampled token and the accepted drafts (set before the
-     * tokens go out: a choice ending there keeps only these positions'
-     * K/V); the new token is fed next step */
-    s->n_computed = base + 1 + accepted;
-    for (int j = 0; j < nt && s->state == ESEQ_RUNNING; j++)
-        engine_send_token(e, s, x->out[j], rows + (size_t)j * (size_t)nv, now);
-    if (s->state != ESEQ_RUNNING) return k + 1;
+    /* keep the last sampled token and the accepted drafts; the new token is
+     * fed next step. n_computed says so at once: a choice that ends while
+     * its tokens are sent keeps only these positions' K/V (its tail) */
+    q->n_keep = base + 1 + accepted;
+    s->n_computed = q->n_keep;
+    *toks = x->out;
+    *n_toks = nt;
+    return k + 1;
+}
+
+void spec_rewind(struct engine *e, struct eseq *s) {
+    struct spec_seq *q = s->spec;
+    struct spec_engine *x = e->spec;
+    s->n_computed = q->n_keep;
     kv_paged_seq_truncate(&e->kv, s->kv, s->n_computed);
     if (q->dkv >= 0 && q->d_computed > s->n_computed) {
         q->d_computed = s->n_computed;
         kv_paged_seq_truncate(&x->dkv, q->dkv, q->d_computed);
     }
-    return k + 1;
 }

@@ -11,9 +11,17 @@
  *   POST /v1/completions         text completion, streaming or not
  *   POST /tokenize, /detokenize  text <-> token ids
  * With an API key, every route but /health and /metrics needs
- * "Authorization: Bearer KEY" (compared in constant time). The others
+ * "Authorization: Bearer KEY" (compared in constant time), and any path
+ * under /v1 answers 401 before 404 or 405 without it. The others
  * answer 503 with an OpenAI error object and Retry-After while the model
  * loads (code model_loading) or the server drains.
+ *
+ * Before routing, the header fields are checked (http_check.h): framing
+ * that a proxy could read differently (two Content-Lengths, one with
+ * Transfer-Encoding, a coding other than chunked) and control bytes get
+ * 400 or 501. Each request has a header and a body deadline (watchdog.h);
+ * a connection past one gets 408 and is closed. A client may hold at most
+ * max_connections_per_ip connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,11 +39,13 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/http_check.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
+#include "server/watchdog.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,6 +54,8 @@ enum { SRV_LOADING, SRV_READY, SRV_DRAINING };
 struct server {
     struct server_config cfg;
     struct MHD_Daemon *daemon;
+    struct watchdog *watch;  /* header and body deadlines */
+    char *reply_413;         /* a raw 413 for a body that goes on past twice the limit */
     _Atomic int state;
     struct model *model;
     struct model *draft;     /* --model-draft, NULL without */
@@ -81,6 +93,7 @@ struct conn_state {
     bool needs_model;    /* answered 503 unless the server is ready */
     struct sbuf body;
     bool too_big;
+    size_t dropped;      /* body bytes read and thrown away past the limit */
 };
 
 struct server_config server_config_default(void) {
@@ -92,6 +105,9 @@ struct server_config server_config_default(void) {
         .max_body = API_MAX_BODY_DEFAULT,
         .drain_timeout_s = 30,
         .max_connections = 512,
+        .max_connections_per_ip = 128,
+        .header_timeout_s = 10,
+        .body_timeout_s = 30,
         .prefill_chunk = engine_config_default().prefill_chunk,
         .prefix_cache = true,
     };
@@ -99,8 +115,18 @@ struct server_config server_config_default(void) {
 
 /* ---- replies ---------------------------------------------------------- */
 
+/* The connection's deadlines (NULL: none). */
+static struct watch_conn *conn_watch(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result reply(struct server *s, struct MHD_Connection *conn, unsigned status,
                              const char *ctype, char *body, size_t len, bool retry_after) {
+    if (!watchdog_answer(s->watch, conn_watch(conn))) { /* cut at a deadline: it got its 408 */
+        free(body);
+        return MHD_NO;
+    }
     atomic_fetch_add(&s->http_requests, 1);
     struct MHD_Response *r;
     if (body) {
@@ -147,32 +173,29 @@ static enum MHD_Result reply_unavailable(struct server *s, struct MHD_Connection
 
 /* ---- authentication --------------------------------------------------- */
 
-/* given equals key[0..lk), in time that depends only on the length of the key. */
-static bool key_equal(const char *given, const char *key, size_t lk) {
-    size_t lg = strlen(given);
-    unsigned diff = lg != lk;
-    for (size_t i = 0; i < lk; i++) diff |= (unsigned)((unsigned char)(i < lg ? given[i] : 0) ^ (unsigned char)key[i]);
-    return diff == 0;
+/* The token of "Authorization: Bearer TOKEN" (the whole value, control
+ * bytes having been refused by http_check_fields); NULL if none. */
+static const char *bearer_token(struct MHD_Connection *conn, size_t *len) {
+    const char *h = NULL;
+    size_t hl = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &h, &hl) != MHD_YES || !h)
+        return NULL;
+    const char *t;
+    return http_bearer_token(h, hl, &t, len) ? t : NULL;
 }
 
-/* The token of "Authorization: Bearer TOKEN"; NULL if none. */
-static const char *bearer_token(struct MHD_Connection *conn) {
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return NULL;
-    h += 7;
-    while (*h == ' ') h++;
-    return h;
-}
-
-/* The token is one of the comma-separated keys (each one compared). */
+/* The token is one of the comma-separated keys (each one compared; an
+ * empty key matches nothing). */
 static bool authorized(const struct server *s, struct MHD_Connection *conn) {
     if (!s->cfg.api_key) return true;
-    const char *t = bearer_token(conn);
+    size_t tl = 0;
+    const char *t = bearer_token(conn, &tl);
     if (!t) return false;
     bool ok = false;
     for (const char *k = s->cfg.api_key;;) {
         size_t n = strcspn(k, ",");
-        ok |= key_equal(t, k, n);
+        ok |= n > 0 && http_key_equal(t, tl, k, n);
         if (!k[n]) break;
         k += n + 1;
     }
@@ -184,8 +207,9 @@ static bool authorized(const struct server *s, struct MHD_Connection *conn) {
  * key for all), narrowed by its cache_salt. */
 static uint64_t cache_key(const struct server *s, struct MHD_Connection *conn, const char *salt) {
     uint64_t k = 0;
-    const char *t = s->cfg.api_key && !s->cfg.prefix_cache_shared ? bearer_token(conn) : NULL;
-    if (t) k = hash64(t, strlen(t), 1);
+    size_t tl = 0;
+    const char *t = s->cfg.api_key && !s->cfg.prefix_cache_shared ? bearer_token(conn, &tl) : NULL;
+    if (t) k = hash64(t, tl, 1);
     if (salt) k = hash64_pair(k, hash64(salt, strlen(salt), 2));
     return k;
 }
@@ -481,7 +505,10 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
 static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
     struct metrics_server ms = {.ready = atomic_load(&s->state) == SRV_READY};
     for (int i = 0; i < METRICS_REJECT_COUNT; i++) ms.rejected[i] = atomic_load(&s->rejected[i]);
+    ms.rejected[METRICS_REJECT_TIMEOUT] += watchdog_cuts(s->watch, WATCH_CUT_HEADERS) + watchdog_cuts(s->watch, WATCH_CUT_BODY);
+    ms.rejected[METRICS_REJECT_TOO_LARGE] += watchdog_cuts(s->watch, WATCH_CUT_OTHER);
     ms.http_requests = atomic_load(&s->http_requests);
+    ms.http_connections = watchdog_open_count(s->watch);
     struct engine_stats st;
     bool have = atomic_load(&s->state) != SRV_LOADING && s->engine;
     if (have) engine_stats(s->engine, &st);
@@ -549,17 +576,71 @@ static const struct route_def *find_route(const char *url, const char *method, b
     return NULL;
 }
 
+struct field_list {
+    struct http_field *f;
+    size_t n, cap;
+};
+
+static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                 const char *value, size_t value_size) {
+    (void)kind;
+    struct field_list *l = cls;
+    if (l->n < l->cap)
+        l->f[l->n++] = (struct http_field){key ? key : "", key ? key_size : 0, value ? value : "", value ? value_size : 0};
+    return MHD_YES;
+}
+
+/* http_check_fields over the request's header fields: 0, or 400 / 501
+ * (500 if out of memory). */
+static int check_fields(struct MHD_Connection *conn, const char *method, const char *version,
+                        struct http_framing *fr, const char **why) {
+    int n = MHD_get_connection_values_n(conn, MHD_HEADER_KIND, NULL, NULL);
+    struct field_list l = {.cap = n > 0 ? (size_t)n : 0};
+    if (l.cap && !(l.f = malloc(l.cap * sizeof *l.f))) {
+        *why = "out of memory";
+        return 500;
+    }
+    if (l.cap) MHD_get_connection_values_n(conn, MHD_HEADER_KIND, add_field, &l);
+    int st = http_check_fields(l.f, l.n, version && !strcmp(version, MHD_HTTP_VERSION_1_0), fr, why);
+    /* the header block as received starts with the method (libmicrohttpd
+     * parses it in place) and is REQUEST_HEADER_SIZE bytes long */
+    const union MHD_ConnectionInfo *hs = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (!st && (!hs || !method || !version || version < method ||
+                !http_check_layout(method, hs->header_size, (size_t)(version - method) + strlen(version), l.f, l.n))) {
+        *why = "a NUL byte in the request line or a header, or a header line folded onto the next";
+        st = 400;
+    }
+    free(l.f);
+    return st;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls) {
-    (void)version;
     struct server *s = cls;
     struct conn_state *cs = *req_cls;
+    struct watch_conn *wc = conn_watch(conn);
     if (!cs) {
         /* first call: headers only */
+        if (!watchdog_body(s->watch, wc)) return MHD_NO; /* cut at the header deadline */
+        struct api_error e;
+        struct http_framing fr;
+        const char *why = "";
+        int bad = check_fields(conn, method, version, &fr, &why);
+        if (bad == 500) return reply(s, conn, 500, NULL, NULL, 0, false);
+        if (bad) {
+            api_fail(&e, bad, "invalid_request_error", bad == 501 ? "unsupported_transfer_encoding" : "invalid_header",
+                     NULL, "The request's headers are not accepted: %s.", why);
+            return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+        }
         bool wrong_method;
         const struct route_def *r = find_route(url, method, &wrong_method);
-        struct api_error e;
+        bool under_v1 = !strncmp(url, "/v1", 3) && (url[3] == 0 || url[3] == '/');
+        if ((r ? r->needs_auth : under_v1) && !authorized(s, conn)) {
+            api_fail(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                     "Incorrect or missing API key. Send it as 'Authorization: Bearer KEY'.");
+            return reply_error(s, conn, &e, METRICS_REJECT_UNAUTHORIZED);
+        }
         if (!r) {
             api_fail(&e, wrong_method ? 405 : 404, "invalid_request_error",
                      wrong_method ? "method_not_allowed" : "unknown_url", NULL,
@@ -567,15 +648,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                      method, url);
             return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
         }
-        if (r->needs_auth && !authorized(s, conn)) {
-            api_fail(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                     "Incorrect or missing API key. Send it as 'Authorization: Bearer KEY'.");
-            return reply_error(s, conn, &e, METRICS_REJECT_UNAUTHORIZED);
-        }
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body) {
+        if (fr.length > s->cfg.max_body) {
             api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                     "The request body is %.20s bytes; the limit is %zu bytes.", cl, s->cfg.max_body);
+                     "The request body is %llu bytes; the limit is %zu bytes.", (unsigned long long)fr.length,
+                     s->cfg.max_body);
             return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
         }
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
@@ -586,15 +662,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (*upload_data_size) {
         /* a chunked body with no Content-Length can still grow past the limit:
-         * keep reading, keep nothing, answer 413 at the end */
+         * keep reading, keep nothing, answer 413 at the end; past twice the
+         * limit, answer 413 at once and close */
         if (!cs->too_big && cs->body.len + *upload_data_size > s->cfg.max_body) {
             cs->too_big = true;
+            cs->dropped = cs->body.len;
             sbuf_free(&cs->body);
         }
         if (!cs->too_big) sbuf_add(&cs->body, upload_data, *upload_data_size);
+        else cs->dropped += *upload_data_size;
         *upload_data_size = 0;
+        if (cs->too_big && cs->dropped > 2 * s->cfg.max_body) {
+            watchdog_cut(s->watch, wc, s->reply_413, strlen(s->reply_413));
+            return MHD_NO;
+        }
         return MHD_YES;
     }
+    /* the request is complete: no deadline while it is answered */
+    if (!watchdog_answer(s->watch, wc)) return MHD_NO;
     if (cs->too_big) {
         struct api_error e;
         api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
@@ -618,12 +703,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)conn, (void)toe;
+    (void)toe;
+    struct server *s = cls;
+    watchdog_idle(s->watch, conn_watch(conn)); /* the next request's header deadline */
     struct conn_state *cs = *req_cls;
     if (!cs) return;
     sbuf_free(&cs->body);
     free(cs);
     *req_cls = NULL;
+}
+
+/* A connection opens (its deadlines start) or closes (forgotten, before
+ * libmicrohttpd closes its socket). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    struct server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? watchdog_open(s->watch, ci->connect_fd) : NULL;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        watchdog_close(s->watch, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The request line arrived (called before the headers are read). */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)uri;
+    struct server *s = cls;
+    watchdog_request_line(s->watch, conn_watch(conn));
+    return NULL;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -637,7 +746,35 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- start-up ---------------------------------------------------------- */
 
+/* A whole HTTP response that closes the connection, with an OpenAI error
+ * object as its body (malloc'd); NULL if out of memory. */
+static char *raw_reply(int status, const char *reason, const char *code, const char *msg) {
+    struct api_error e;
+    api_fail(&e, status, "invalid_request_error", code, NULL, "%s", msg);
+    char *body = api_error_json(&e);
+    if (!body) return NULL;
+    size_t n = strlen(body), cap = n + 256;
+    char *r = malloc(cap);
+    if (r)
+        snprintf(r, cap,
+                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 status, reason, n, body);
+    free(body);
+    return r;
+}
+
 static bool start_http(struct server *s) {
+    char *r408 = raw_reply(408, "Request Timeout", "request_timeout",
+                           "The request's headers or body did not arrive in time; the connection is closed.");
+    s->reply_413 = raw_reply(413, "Content Too Large", "request_too_large",
+                             "The request body is over the limit; the connection is closed.");
+    s->watch = r408 && s->reply_413 ? watchdog_new(s->cfg.header_timeout_s, s->cfg.body_timeout_s, r408) : NULL;
+    free(r408);
+    if (!s->watch) {
+        fprintf(stderr, "kvik serve: cannot start the connection watchdog\n");
+        return false;
+    }
     char port[16];
     snprintf(port, sizeof port, "%d", s->cfg.port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
@@ -652,7 +789,10 @@ static bool start_http(struct server *s) {
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                                  MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections_per_ip,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 120u,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                  MHD_OPTION_END);
@@ -785,6 +925,8 @@ static void model_name(struct server *s) {
 
 static void server_free(struct server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
+    watchdog_free(s->watch); /* after the daemon: every connection is closed */
+    free(s->reply_413);
     engine_free(s->engine);
     free(s->eog);
     chat_format_free(&s->fmt);

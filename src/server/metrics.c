@@ -18,6 +18,7 @@ const char *metrics_reject_name(enum metrics_reject r) {
         [METRICS_REJECT_LOADING] = "loading",
         [METRICS_REJECT_DRAINING] = "draining",
         [METRICS_REJECT_NOT_FOUND] = "not_found",
+        [METRICS_REJECT_TIMEOUT] = "timeout",
     };
     return (unsigned)r < METRICS_REJECT_COUNT ? names[r] : "unknown";
 }
@@ -113,6 +114,7 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
             (unsigned long long)ms->rejected[r]);
     counter(&b, "kvik_http_requests_total", "HTTP requests answered.", ms->http_requests);
     gauge(&b, "kvik_server_ready", "1 when the model is loaded and requests are served.", ms->ready);
+    gauge(&b, "kvik_http_connections", "HTTP connections open now.", (double)ms->http_connections);
     if (b.failed) {
         sbuf_free(&b);
         return NULL;

@@ -24,6 +24,7 @@ enum metrics_reject {
     METRICS_REJECT_LOADING,      /* 503: the model is still loading */
     METRICS_REJECT_DRAINING,     /* 503: shutting down */
     METRICS_REJECT_NOT_FOUND,    /* 404 / 405 */
+    METRICS_REJECT_TIMEOUT,      /* 408: headers or body past their deadline */
     METRICS_REJECT_COUNT,
 };
 
@@ -34,6 +35,7 @@ struct metrics_server {
     uint64_t rejected[METRICS_REJECT_COUNT];
     uint64_t http_requests; /* every HTTP request answered */
     int ready;              /* 1: the model is loaded and requests are taken */
+    int64_t http_connections; /* HTTP connections open now */
 };
 
 /* The whole exposition (malloc'd, NUL-terminated, length in *len); st may

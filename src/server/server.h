@@ -20,6 +20,13 @@
  * (the bearer token's hash; one shared key without authentication) and
  * per cache_salt, unless prefix_cache_shared (docs/server.md says why).
  *
+ * Deadlines: a request's headers must be complete header_timeout_s after
+ * the connection opens or the previous response was sent, its body
+ * body_timeout_s after the headers; a connection past one gets 408 and is
+ * closed (an idle kept-alive connection is closed without a reply).
+ * libmicrohttpd refuses connections beyond max_connections_per_ip from
+ * one address (they are closed at once).
+ *
  * SIGINT or SIGTERM drains: the listening socket closes, new requests on
  * open connections get 503, running ones finish (until drain_timeout_s,
  * then they are cancelled), and server_run returns 0.
@@ -48,6 +55,9 @@ struct server_config {
     size_t max_body;         /* request body limit in bytes */
     double drain_timeout_s;  /* how long running requests may finish on shutdown */
     int max_connections;     /* concurrent HTTP connections */
+    int max_connections_per_ip; /* concurrent connections from one address (128; 0: no limit) */
+    double header_timeout_s; /* a request's headers must arrive within this (10) */
+    double body_timeout_s;   /* its body within this of the headers (30) */
     bool prefix_cache;       /* reuse cached KV blocks of earlier requests (default on) */
     bool prefix_cache_shared; /* cached blocks shared across API keys (default: per key) */
     int spec_mode;           /* enum spec_mode: speculative decoding (SPEC_NONE) */
