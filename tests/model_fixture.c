@@ -1,6 +1,9 @@
 /*
  * model_fixture.c — the shared default model of the tests (model_fixture.h).
  */
+#include <stdlib.h>
+
+#include "engine/engine.h"
 #include "model_fixture.h"
 #include "test.h"
 
@@ -19,8 +22,15 @@ const struct test_model *test_model_default(void) {
         test_fail(__FILE__, __LINE__, "loading the default model: %s", err.msg);
         return NULL;
     }
-    for (int32_t id = 0; id < tm.m->hp.n_vocab && tm.n_eog < TEST_MODEL_MAX_EOG; id++)
-        if (tokenizer_is_eog(tm.tok, id)) tm.eog[tm.n_eog++] = id;
+    int n = 0;
+    int32_t *eog = engine_eog_ids(tm.tok, &n); /* the stop ids kvik run, chat and serve use */
+    if (!eog) {
+        test_fail(__FILE__, __LINE__, "out of memory");
+        return NULL;
+    }
+    tm.n_eog = n < TEST_MODEL_MAX_EOG ? n : TEST_MODEL_MAX_EOG;
+    memcpy(tm.eog, eog, (size_t)tm.n_eog * sizeof *eog);
+    free(eog);
     ok = true;
     return &tm;
 }

@@ -69,6 +69,7 @@ static bool turn_stats(const char *err, int k, long long *prefilled, long long *
 TEST(chat_cli_bad_arguments_exit_2_with_one_line) {
     static const char *const bad[] = {
         "--bogus", "-t 0", "-t x", "-n -1", "-c 0", "--temp nan", "--top-p 2", "-n", "extra", "--system",
+        "--kv-type f8",
     };
     struct chat_run *r = malloc(sizeof *r);
     REQUIRE(r);
@@ -224,8 +225,9 @@ static char *lm_reply(const struct lm *l, const struct chat_msg *msgs, size_t n,
 
 /* Each turn prefills only what the cache lacks — the ids after the longest
  * common prefix with everything fed so far (the last id sampled is never
- * fed) — and replies exactly as a fresh run on the whole conversation does.
- * Turns 1 and 2 end at an end-of-generation token, turn 3 at -n. */
+ * fed), partly filled blocks included — and replies exactly as a fresh run
+ * on the whole conversation does. Turns 1 and 2 end at an
+ * end-of-generation token, turn 3 at -n. */
 TEST(chat_cli_reuses_the_cache_and_matches_a_fresh_run) {
     char path[4096], args[4200];
     if (!test_default_model(path, sizeof path)) return;
@@ -247,6 +249,9 @@ TEST(chat_cli_reuses_the_cache_and_matches_a_fresh_run) {
         want_prefilled[t] = n - same, want_reused[t] = same;
         if (t > 0) CHECK_MSG(same > n_cache / 2, "turn %d would reuse only %lld of %lld cached ids", t + 1,
                              (long long)same, (long long)n_cache);
+        /* turn 2 shares all that turn 1 computed: it prefills exactly the
+         * end-of-turn marker, the new message and the generation prompt */
+        if (t == 1) CHECK_EQ_INT(same, n_cache);
         int g = lm_greedy(&l, ids, n, REPLY_TOKENS);
         REQUIRE(n > 0 && g > 0);
         if (t < 3) CHECK_EQ_INT(tokenizer_is_eog(l.tok, ids[n + g - 1]), t < 2);

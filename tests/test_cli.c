@@ -27,7 +27,8 @@ TEST(cli_bad_arguments_exit_2_with_one_line) {
         "run -p x -n -1", "run -p x -t 0", "run -p x --top-p 2", "run -p x --temp nan", "run --bogus",
         "bench offline -r 0", "bench offline -p x", "bench offline -p 0 -n 0", "bench offline --nope",
         "bench offline -t", "bench engine -b 0", "bench engine -b 1,,2", "bench engine -b x", "bench engine -n 0",
-        "bench engine --nope", "bench engine --kv-type q4_0", "bench engine --kv-type",
+        "bench engine --nope", "bench engine --kv-type q4_0", "bench engine --kv-type", "run -p x --kv-type q4_0",
+        "run -p x -c 0",
     };
     char out[4096], err[4096];
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

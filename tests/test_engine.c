@@ -55,6 +55,7 @@ struct fixture {
     int32_t ref[N_PROMPTS][MAX_GEN]; /* greedy tokens alone, up to an end-of-generation token */
     double ref_lp[N_PROMPTS][MAX_GEN]; /* their log-softmax */
     int nref[N_PROMPTS];
+    int32_t ref_eog[N_PROMPTS]; /* the end-of-generation id that ended the reference, -1: none */
 };
 static struct fixture g_fx;
 
@@ -124,9 +125,13 @@ static bool fixture_refs(struct fixture *f) {
         struct model_batch b = {.n = f->np[i], .tokens = f->prompt[i], .pos = pos, .seq = seq};
         ok = model_forward(c, &kv.base, &b, logits, &err) == KVIK_OK;
         f->nref[i] = 0;
+        f->ref_eog[i] = -1;
         for (int g = 0; ok && g < MAX_GEN; g++) {
             int32_t t = argmax(logits, nv);
-            if (is_eog(f, t)) break;
+            if (is_eog(f, t)) {
+                f->ref_eog[i] = t;
+                break;
+            }
             f->ref[i][g] = t;
             f->ref_lp[i][g] = log_softmax_at(logits, nv, t);
             f->nref[i]++;
@@ -152,6 +157,7 @@ struct collector {
 };
 
 struct choice_out {
+    int32_t final_token; /* the final event's token */
     int32_t tok[MAX_OUT];
     float lp[MAX_OUT];
     int n;
@@ -195,6 +201,7 @@ static bool on_event(void *user, const struct engine_event *ev) {
     } else if (ev->finish != ENGINE_FINISH_NONE) {
         c->finals++;
         c->finish = ev->finish;
+        c->final_token = ev->token;
         c->n_generated = ev->n_generated;
         r->col->finals_left--;
         pthread_cond_broadcast(&r->col->cv);
@@ -282,9 +289,11 @@ static void check_ref(const struct fixture *f, int i, const struct choice_out *c
     bool same = c->n == f->nref[i] && c->finals == 1 && c->after_final == 0;
     for (int g = 0; same && g < c->n; g++) same = c->tok[g] == f->ref[i][g];
     int want = f->nref[i] == MAX_GEN ? ENGINE_FINISH_LENGTH : ENGINE_FINISH_STOP;
-    CHECK_MSG(same && c->finish == want && c->n_generated == c->n,
-              "%s: prompt %d: %d tokens (reference %d), finish %d (want %d), %d finals", what, i, c->n, f->nref[i],
-              c->finish, want, c->finals);
+    /* a STOP at an end-of-generation id names it in the final event */
+    int32_t want_eog = want == ENGINE_FINISH_STOP ? f->ref_eog[i] : -1;
+    CHECK_MSG(same && c->finish == want && c->n_generated == c->n && c->final_token == want_eog,
+              "%s: prompt %d: %d tokens (reference %d), finish %d (want %d), final token %d (want %d), %d finals",
+              what, i, c->n, f->nref[i], c->finish, want, c->final_token, want_eog, c->finals);
 }
 
 /* Waits until the published statistics show nothing running or waiting

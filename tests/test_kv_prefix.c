@@ -12,8 +12,15 @@
  *               least recently released first;
  *   immutable   a write after a truncate into a registered block copies
  *               it, leaving the cached rows intact;
+ *   tails       a closed sequence's partly filled last block is attached
+ *               by a longer sequence (all its ids) and by a diverging one
+ *               (a prefix of them), copied on the first write with the
+ *               cached rows intact, replaced by a newer tail of the same
+ *               prefix, verified against salt and ids, and evicted like
+ *               any cached block;
  *   random      thousands of open+attach, grow+register, fork, truncate,
- *               close and preempt-then-readmit operations on a small pool,
+ *               close (keeping the tail or not) and preempt-then-readmit
+ *               operations on a small pool,
  *               where every row's value is a function of its token prefix:
  *               every sequence always reads back the rows of its own
  *               tokens, and kv_paged_consistent holds after each step.
@@ -283,6 +290,131 @@ TEST(kv_prefix_registered_blocks_are_immutable) {
     kv_paged_free(&kv);
 }
 
+/* A sequence of tokens[0..n) computed and registered like compute_seq,
+ * then closed keeping its tail; the tail's ids registered. */
+static int finish_seq(struct kv_paged *kv, const int32_t *tokens, int n, uint64_t salt, int *hit) {
+    int s = compute_seq(kv, tokens, n, salt, hit);
+    if (s < 0) return -1;
+    int r = kv_paged_prefix_keep_tail(kv, s, tokens, n, salt);
+    kv_paged_seq_close(kv, s);
+    return r;
+}
+
+TEST(kv_prefix_tail_is_attached_and_copied_on_write) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(16, 4);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    /* turn 1: 10 ids, blocks 0 and 1 full, a tail of 2 */
+    int32_t t[16] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+    int a = compute_seq(&kv, t, 10, 1, NULL);
+    REQUIRE(a >= 0);
+    int32_t tail = kv.seqs[a].blocks[2];
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, a, t, 10, 1), 2);
+    CHECK(kv_paged_block_registered(&kv, tail));
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, a, t, 10, 1), 0); /* once */
+    kv_paged_seq_close(&kv, a);
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 3);
+    CHECK(kv_paged_consistent(&kv));
+
+    /* turn 2 continues turn 1: every one of its 10 positions, the tail included */
+    int b = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, b, t, 15, 1), 10);
+    CHECK(kv.seqs[b].blocks[2] == tail && kv.seqs[b].n_chain == 2);
+    CHECK(rows_match(&kv, b, t));
+    /* the first write copies the tail: one block more than the positions need */
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, b, 11), 1);
+    REQUIRE(kv_paged_seq_grow(&kv, b, 16));
+    CHECK(kv.seqs[b].blocks[2] != tail && kv_paged_block_registered(&kv, tail));
+    write_prefix_rows(&kv, b, t, 10, 16);
+    CHECK(rows_match(&kv, b, t));
+    CHECK_EQ_INT(kv_paged_prefix_register(&kv, b, t, 16, 1), 4);
+    CHECK(kv_paged_consistent(&kv));
+
+    /* a third sequence diverging inside the tail takes the agreeing prefix
+     * of it, and the cached rows are turn 1's */
+    int32_t u[12];
+    memcpy(u, t, sizeof u);
+    u[9] = 99;
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, u, 11, 1), 9);
+    CHECK(kv.seqs[d].blocks[2] == tail);
+    CHECK(rows_match(&kv, d, u));
+    REQUIRE(kv_paged_seq_grow(&kv, d, 12));
+    write_prefix_rows(&kv, d, u, 9, 12);
+    CHECK(rows_match(&kv, d, u) && rows_match(&kv, b, t));
+    kv_paged_seq_close(&kv, d);
+    /* fewer ids than the tail holds: only as many as asked for */
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 9, 1), 9);
+    CHECK(rows_match(&kv, d, t));
+    kv_paged_seq_close(&kv, d);
+    /* another salt, or a tail id changed at its first position: the full blocks only */
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 15, 2), 0);
+    kv_paged_seq_close(&kv, d);
+    u[8] = 98;
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, u, 11, 1), 8);
+    kv_paged_seq_close(&kv, d);
+    kv_paged_seq_close(&kv, b);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_tail_replaced_verified_and_evicted) {
+    struct kv_paged kv;
+    struct kv_paged_config c = prefix_cfg(4, 3);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[6] = {1, 2, 3, 4, 5, 6}, u[7] = {1, 2, 3, 4, 5, 7, 8}, w[6] = {1, 2, 3, 4, 5, 6};
+    /* a tail of 2, then one of 3 after the same block: the newer replaces it */
+    CHECK_EQ_INT(finish_seq(&kv, t, 6, 0, NULL), 2);
+    CHECK_EQ_INT(finish_seq(&kv, u, 7, 0, NULL), 3);
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 2); /* block 0 and u's tail */
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 6, 0), 5);
+    CHECK(rows_match(&kv, d, t));
+    kv_paged_seq_close(&kv, d);
+    /* a tail whose ids the cached one holds already leaves it in place */
+    int32_t kept = -1;
+    for (int32_t b = 0; b < 4; b++)
+        if (kv_paged_block_registered(&kv, b) && kv.key[b].n_tokens == 3) kept = b;
+    REQUIRE(kept >= 0);
+    int hit = 0;
+    CHECK_EQ_INT(finish_seq(&kv, u, 6, 0, &hit), 0);
+    CHECK_EQ_INT(hit, 5);
+    CHECK(kv_paged_block_registered(&kv, kept) && kv.key[kept].n_tokens == 3);
+    /* a tail index entry naming a block whose salt differs is a miss */
+    kv.key[kept].salt = 5;
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, u, 6, 0), 4);
+    kv_paged_seq_close(&kv, d);
+    kv.key[kept].salt = 0;
+    CHECK(kv_paged_consistent(&kv));
+    /* a pool of 4 blocks: a long sequence evicts the cached tail like any cached block */
+    int s = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 16));
+    CHECK(!kv_paged_block_registered(&kv, kept));
+    CHECK_EQ_INT(kv_paged_cached_blocks(&kv), 0);
+    kv_paged_seq_close(&kv, s);
+    d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, w, 6, 0), 0);
+    kv_paged_seq_close(&kv, d);
+    /* nothing to keep: a sequence ending on a block boundary, or unknown prefix */
+    s = compute_seq(&kv, t, 4, 0, NULL);
+    REQUIRE(s >= 0);
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, s, t, 4, 0), 0);
+    kv_paged_seq_close(&kv, s);
+    s = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 6));
+    write_prefix_rows(&kv, s, t, 0, 6);
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, s, t, 6, 0), 0); /* block 0 not registered */
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, -1, t, 6, 0), 0);
+    kv_paged_seq_close(&kv, s);
+    CHECK(kv_paged_consistent(&kv));
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 4);
+    kv_paged_free(&kv);
+}
+
 /* A long random mix on a small pool with a tiny token alphabet, so that
  * prompts share prefixes often and the pool is always under pressure. */
 TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
@@ -294,7 +426,7 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
     uint64_t salt[SEQS];
     bool open[SEQS] = {0};
     uint64_t rng = 4242;
-    int hits = 0, readmit_hits = 0, forks = 0, evictions_seen = 0, bad = 0;
+    int hits = 0, readmit_hits = 0, forks = 0, evictions_seen = 0, tails = 0, tail_hits = 0, bad = 0;
     for (int step = 0; step < STEPS && !bad; step++) {
         int op = (int)(test_rand_u64(&rng) % 6), s = (int)(test_rand_u64(&rng) % SEQS);
         int len = open[s] ? kv_paged_seq_len(&kv, s) : 0;
@@ -306,7 +438,7 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             uint64_t sl = test_rand_u64(&rng) % 2;
             int h = 0, id = compute_seq(&kv, t, n, sl, &h);
             if (id >= 0) {
-                open[id] = true, salt[id] = sl, hits += h > 0;
+                open[id] = true, salt[id] = sl, hits += h > 0, tail_hits += h % BT != 0;
                 memcpy(tok[id], t, sizeof t);
             }
         } else if (op == 1 && open[s]) {
@@ -325,10 +457,12 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             }
         } else if (op == 3 && open[s]) { /* a rejected draft */
             kv_paged_seq_truncate(&kv, s, (int)(test_rand_u64(&rng) % (unsigned)(len + 1)));
-        } else if (op == 4 && open[s]) { /* finished */
+        } else if (op == 4 && open[s]) { /* finished, keeping its tail or not */
+            if (test_rand_u64(&rng) % 2) tails += kv_paged_prefix_keep_tail(&kv, s, tok[s], len, salt[s]) > 0;
             kv_paged_seq_close(&kv, s);
             open[s] = false;
         } else if (op == 5 && open[s] && len > 1) { /* preempted, then readmitted at once */
+            if (test_rand_u64(&rng) % 2) tails += kv_paged_prefix_keep_tail(&kv, s, tok[s], len, salt[s]) > 0;
             kv_paged_seq_close(&kv, s);
             open[s] = false;
             int h = 0, id = compute_seq(&kv, tok[s], len, salt[s], &h);
@@ -343,9 +477,9 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             if (open[q] && !rows_match(&kv, q, tok[q])) bad = 2;
         if (bad) test_fail(__FILE__, __LINE__, "step %d op %d seq %d: failure %d", step, op, s, bad);
     }
-    CHECK_MSG(hits > 20 && readmit_hits > 50 && forks > 100 && evictions_seen > 50,
-              "hits %d, readmissions hitting their own blocks %d, forks %d, evictions %d", hits, readmit_hits, forks,
-              evictions_seen);
+    CHECK_MSG(hits > 20 && readmit_hits > 50 && forks > 100 && evictions_seen > 50 && tails > 50 && tail_hits > 10,
+              "hits %d, readmissions hitting their own blocks %d, forks %d, evictions %d, tails kept %d, tail hits %d",
+              hits, readmit_hits, forks, evictions_seen, tails, tail_hits);
     for (int s = 0; s < SEQS; s++)
         if (open[s]) kv_paged_seq_close(&kv, s);
     CHECK_EQ_INT(kv_paged_free_blocks(&kv), NB);

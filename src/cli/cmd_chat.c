@@ -2,15 +2,17 @@
  * cmd_chat.c — `kvik chat`: an interactive multi-turn chat on stdin/stdout.
  *
  * One line of stdin is one user message; a line ending in a backslash
- * continues on the next. Each turn renders the whole conversation with the
- * chat template (generation prompt on), tokenizes it and compares the ids
- * with those whose K/V rows are in the cache: only the suffix after the
- * longest common prefix is prefilled, overwriting the positions after the
- * divergence. The reply streams to stdout and joins the conversation as an
- * assistant message; the cache then holds exactly the ids fed, generated
- * ones included, so the next turn reuses everything up to the point where
- * re-tokenizing the reply text differs from what was sampled (usually
- * nowhere). Ctrl-D (EOF) ends the chat.
+ * continues on the next. Each turn encodes the whole conversation with the
+ * chat template (generation prompt on; see Special tokens) and submits it
+ * to the serving engine as a new request (gen.c), with the engine's prefix
+ * cache on and one cache key for the whole chat. The previous turn's request
+ * left every position it computed in the cache, its partly filled last
+ * block included (engine.h, "Prefix cache"), so the turn attaches the
+ * conversation so far and prefills exactly what is new: the end-of-turn
+ * marker, the new message and the generation prompt, or more from the
+ * point where re-tokenizing the reply text differs from what was sampled
+ * (usually nowhere). The reply streams to stdout and joins the
+ * conversation as an assistant message. Ctrl-D (EOF) ends the chat.
  *
  * Special tokens: chat_encode (tokenizer/chat.h) renders and tokenizes the
  * conversation, the template's markers as special tokens and message text
@@ -18,9 +20,10 @@
  *
  * Context: when the prompt plus room for a reply (-n, at most a quarter of
  * the context) does not fit, the oldest user/assistant pairs are dropped
- * (the system message stays) and the conversation is re-prefilled from
- * where it now differs. A message that does not fit even alone is refused
- * with one line on stderr and the chat goes on.
+ * (the system message stays) and the conversation is prefilled again from
+ * the last cached block before the point where it now differs. A message
+ * that does not fit even alone is refused with one line on stderr and the
+ * chat goes on.
  *
  * stdout carries only the replies (one "\n" after each); the "> " prompt
  * (terminals only), notes and one statistics line per turn go to stderr.
@@ -39,6 +42,7 @@ static void usage(FILE *f) {
             "  -n N           at most N tokens per reply (default 1024)\n" GEN_USAGE_OPTIONS
             "  --system TEXT  a system message (default: the template's own, if any)\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
+            "With -s SEED, reply t (from 0) samples with seed SEED + t.\n"
             "A line ending in a backslash continues on the next line.\n");
 }
 
@@ -77,9 +81,10 @@ struct chat {
     size_t n_msgs, cap_msgs;
     size_t first_turn;     // 1 with a system message, else 0
     struct idvec ids;      // the conversation being prepared, then fed
-    int32_t *cached;       // [n_ctx] ids whose K/V rows are at positions 0..n_cached-1
-    int64_t n_cached;
+    uint64_t turns;        // replies so far
 };
+
+enum { CHAT_CACHE_KEY = 1 }; /* the prefix cache key of every turn */
 
 static kvik_status push_msg(struct chat *c, const char *role, const char *content, size_t len,
                             struct kvik_err *err) {
@@ -158,41 +163,34 @@ static int chat_turn(struct chat *c, const struct chat_opts *o, const char *line
         return 1;
     }
 
-    /* feed what the cache lacks: at least the last token, for its logits */
-    int64_t n = c->ids.n, same = 0;
-    while (same < n && same < c->n_cached && c->ids.v[same] == c->cached[same]) same++;
-    if (same == n) same = n - 1;
-    int64_t hist = o->g.sp.repeat_last_n;
-    for (int64_t i = n - hist > 0 ? n - hist : 0; i < n; i++) sampler_accept(c->g.smp, c->ids.v[i]);
-    int64_t n_max = n + o->g.n_gen < n_ctx ? n + o->g.n_gen : n_ctx, t_first;
-    if (!idvec_reserve(&c->ids, n_max)) {
+    /* the whole conversation is a new request; the prefix cache holds what the last turn computed */
+    int64_t n = c->ids.n;
+    int max_tokens = (int)(n + o->g.n_gen < n_ctx ? o->g.n_gen : n_ctx - n);
+    if (!idvec_reserve(&c->ids, n + max_tokens)) {
         err_set(err, KVIK_ERR_NOMEM, "out of memory");
         return -1;
     }
-    c->n_cached = same;
-    int64_t t0 = clock_ns();
-    if (gen_prefill(&c->g, c->ids.v, same, n, err)) return -1;
-    int64_t t1 = clock_ns(), end = n;
+    struct sampler_params sp = o->g.sp;
+    if (sp.seed != SAMPLER_SEED_RANDOM && (sp.seed += c->turns) == SAMPLER_SEED_RANDOM) sp.seed++; /* a stream per turn */
+    c->turns++;
     struct gen_text reply = {0};
-    st = gen_decode(&c->g, c->ids.v, &end, n_max, stdout, &reply, &t_first, err);
-    int64_t t2 = clock_ns();
+    struct gen_result res;
+    st = gen_generate(&c->g, c->ids.v, (int)n, max_tokens, &sp, CHAT_CACHE_KEY, c->ids.v + n, stdout, &reply, &res,
+                      err);
     fputc('\n', stdout);
     fflush(stdout);
     if (!st) st = push_msg(c, "assistant", reply.buf ? reply.buf : "", reply.len, err);
     free(reply.buf);
     if (st) return -1;
 
-    /* the last token sampled was not fed */
-    c->n_cached = end > n ? end - 1 : n;
-    memcpy(c->cached, c->ids.v, sizeof(int32_t) * (size_t)c->n_cached);
-    int64_t n_gen = end - n;
-    double prefill_s = (double)(t1 - t0) * 1e-9, decode_s = (double)(t2 - t1) * 1e-9;
+    int64_t n_gen = res.n_gen, reused = res.n_cached;
+    int64_t kept = n_gen > 0 ? n + n_gen - 1 : n; /* the last token sampled was not fed */
+    double prefill_s = (double)(res.t_first - res.t_submit) * 1e-9, decode_s = (double)(res.t_end - res.t_first) * 1e-9;
     fprintf(stderr,
             "kvik chat: prefilled %lld new tokens, reused %lld cached; prefill %.1f tok/s; "
             "reply %lld tokens%s, decode %.1f tok/s; context %lld/%d\n",
-            (long long)(n - same), (long long)same, (double)(n - same) / prefill_s, (long long)n_gen,
-            n_gen > 0 && tokenizer_is_eog(c->g.tok, c->ids.v[end - 1]) ? "" : " (cut off)",
-            n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0, (long long)c->n_cached, n_ctx);
+            (long long)(n - reused), (long long)reused, (double)(n - reused) / prefill_s, (long long)n_gen,
+            res.eog ? "" : " (cut off)", n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0, (long long)kept, n_ctx);
     return 0;
 }
 
@@ -235,7 +233,7 @@ static bool blank(const char *s, size_t len) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    struct chat_opts o = {.g = gen_opts_default(1024)};
+    struct chat_opts o = {.g = gen_opts_default(ENGINE_DEFAULT_REPLY_TOKENS)};
     int rc = gen_parse_args(argc, argv, "chat", &o.g, chat_opt, &o, usage);
     if (rc >= 0) return rc;
     char pathbuf[4096];
@@ -253,12 +251,12 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     bool tty = isatty(STDIN_FILENO);
     rc = 1;
-    if (gen_load(&c.g, path, &err)) goto fail;
+    if (gen_load(&c.g, path, &o.g, &err)) goto fail;
     if (gen_chat_format(c.g.model, o.g.chat_template, "chat", &c.fmt, &err)) goto fail;
-    int n_ctx = gen_ctx_size(c.g.model, o.g.n_ctx);
-    int max_batch = n_ctx < GEN_PREFILL_BATCH ? n_ctx : GEN_PREFILL_BATCH;
-    if (gen_start(&c.g, (int)o.g.threads, max_batch, n_ctx, &o.g.sp, &err)) goto fail;
-    if (!(c.cached = malloc(sizeof(int32_t) * (size_t)n_ctx)) || !idvec_reserve(&c.ids, n_ctx)) {
+    int n_ctx = c.g.n_ctx;
+    int max_batch = n_ctx < GEN_MAX_BATCH ? n_ctx : GEN_MAX_BATCH;
+    if (gen_start(&c.g, &o.g, n_ctx, max_batch, true, &err)) goto fail;
+    if (!idvec_reserve(&c.ids, n_ctx)) {
         err_set(&err, KVIK_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -286,7 +284,6 @@ done:
     drop_msgs(&c, 0, c.n_msgs);
     free(c.msgs);
     free(c.ids.v);
-    free(c.cached);
     chat_format_free(&c.fmt);
     gen_free(&c.g);
     return rc;

@@ -1,11 +1,17 @@
 /*
  * cmd_run.c — `kvik run`: generate text from a prompt with a model.
  *
- * The prompt is tokenized, prefilled in batches of up to GEN_PREFILL_BATCH
- * tokens (matrix-matrix products), then tokens are sampled one at a time
- * (mat-vec) and streamed to stdout through the UTF-8-safe detokenizer
- * (gen.c). Statistics go to stderr; --json prints one object instead of
- * streaming.
+ * The prompt is tokenized and submitted to the serving engine as one
+ * request (gen.c), as `kvik serve` submits its requests: the engine
+ * prefills it in forward passes of up to GEN_MAX_BATCH tokens
+ * (matrix-matrix products), then decodes one token a step (mat-vec, or a
+ * draft verified in one pass with --spec), and the text streams to stdout
+ * through the UTF-8-safe detokenizer. Statistics go to stderr; --json
+ * prints one object instead of streaming.
+ *
+ * Timings: prefill is submit to the first token (the prompt's forward
+ * passes and the first sample), decode is the first token to the end,
+ * which produced the tokens after the first.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -45,7 +51,7 @@ static int run_opt(void *p, const char *a, const char *v) {
 }
 
 static int parse_args(int argc, char **argv, struct run_opts *o) {
-    *o = (struct run_opts){.g = gen_opts_default(128)};
+    *o = (struct run_opts){.g = gen_opts_default(ENGINE_DEFAULT_MAX_TOKENS)};
     int rc = gen_parse_args(argc, argv, "run", &o->g, run_opt, o, usage);
     if (rc >= 0) return rc;
     if (o->g.chat_template) o->chat = true;
@@ -108,8 +114,8 @@ int cmd_run(int argc, char **argv) {
     rc = 1;
     if (!cli_model_exists(path, o.g.model, "run")) goto done;
     int64_t t_load = clock_ns();
-    if (gen_load(&g, path, &err)) goto fail;
-    int n_ctx = gen_ctx_size(g.model, o.g.n_ctx);
+    if (gen_load(&g, path, &o.g, &err)) goto fail;
+    int n_ctx = g.n_ctx;
     int64_t n_prompt = 0;
     if (o.chat) {
         if (encode_chat(&g, &o, prompt, prompt_len, &ids, &n_prompt, &err)) goto fail;
@@ -129,34 +135,33 @@ int cmd_run(int argc, char **argv) {
                 (long long)n_prompt, n_ctx);
         goto fail;
     }
-    int64_t n_total = n_prompt + o.g.n_gen < n_ctx ? n_prompt + o.g.n_gen : n_ctx;
-    int32_t *grown = realloc(ids, sizeof(int32_t) * (size_t)n_total);
+    int max_tokens = (int)(n_prompt + o.g.n_gen < n_ctx ? o.g.n_gen : n_ctx - n_prompt);
+    int32_t *grown = realloc(ids, sizeof(int32_t) * (size_t)(n_prompt + max_tokens));
     if (!grown) {
         err_set(&err, KVIK_ERR_NOMEM, "out of memory");
         goto fail;
     }
     ids = grown;
     if (!o.chat) tokenizer_encode(g.tok, prompt, prompt_len, true, false, ids, n_prompt);
-    int max_batch = n_prompt < GEN_PREFILL_BATCH ? (int)n_prompt : GEN_PREFILL_BATCH;
+    int max_batch = n_prompt < GEN_MAX_BATCH ? (int)n_prompt : GEN_MAX_BATCH;
     if (max_batch < o.g.spec_max + 1) max_batch = (int)o.g.spec_max + 1; /* a draft and the token before it */
-    if (gen_start(&g, (int)o.g.threads, max_batch, n_ctx, &o.g.sp, &err)) goto fail;
-    if (gen_spec_start(&g, &o.g, &err)) goto fail;
-    for (int64_t i = 0; i < n_prompt; i++) sampler_accept(g.smp, ids[i]);
+    /* the pool holds this request's positions, not the whole context */
+    if (gen_start(&g, &o.g, (int)n_prompt + (max_tokens > 0 ? max_tokens : 1), max_batch, false, &err)) goto fail;
     t_load = clock_ns() - t_load;
 
-    int64_t t0 = clock_ns();
-    if (gen_prefill(&g, ids, 0, n_prompt, &err)) goto fail;
-    int64_t t_prefill = clock_ns() - t0;
-    int64_t n = n_prompt, t_first;
-    int64_t t1 = clock_ns();
-    if (gen_decode(&g, ids, &n, n_total, o.json ? NULL : stdout, o.json ? &text : NULL, &t_first, &err))
+    struct gen_result res;
+    if (gen_generate(&g, ids, (int)n_prompt, max_tokens, &o.g.sp, 0, ids + n_prompt, o.json ? NULL : stdout,
+                     o.json ? &text : NULL, &res, &err))
         goto fail;
-    int64_t t_decode = clock_ns() - t1;
-    if (t_first) t_first -= t0;
-    int64_t n_gen = n - n_prompt;
-    double decode_s = (double)t_decode * 1e-9, prefill_s = (double)t_prefill * 1e-9;
+    engine_drain(g.engine, clock_ns()); /* nothing is left: the statistics are complete */
+    struct engine_stats est;
+    engine_stats(g.engine, &est);
+    int64_t n_gen = res.n_gen;
+    int64_t t_first = res.t_first ? res.t_first - res.t_submit : 0;
+    double prefill_s = (double)t_first * 1e-9;
+    double decode_s = res.t_first ? (double)(res.t_end - res.t_first) * 1e-9 : 0;
     /* tokens after the first are the ones decode produced */
-    double tg = n_gen > 1 ? (double)(n_gen - 1) / decode_s : 0;
+    double tg = n_gen > 1 && decode_s > 0 ? (double)(n_gen - 1) / decode_s : 0;
     double gbs = tg * (double)model_decode_bytes(g.model) / 1e9;
     /* the machine's read bandwidth as `kvik bench kernels` last measured it */
     int64_t bw_when = 0;
@@ -168,9 +173,10 @@ int cmd_run(int argc, char **argv) {
     else
         snprintf(bw_text, sizeof bw_text, " (kvik bench kernels -t %ld measures the read bandwidth to compare with)",
                  o.g.threads);
-    struct gen_spec_stats ss;
-    gen_spec_stats(&g, &ss);
-    double acc = ss.drafted ? (double)ss.accepted / (double)ss.drafted : 0;
+    /* verification steps: the engine's steps after the prompt's */
+    int64_t prefill_steps = (n_prompt + max_batch - 1) / max_batch;
+    int64_t spec_steps = g.spec && (int64_t)est.steps > prefill_steps ? (int64_t)est.steps - prefill_steps : 0;
+    double acc = est.spec_draft_tokens ? (double)est.spec_accepted / (double)est.spec_draft_tokens : 0;
     if (o.json) {
         printf("{\"model\":");
         cli_json_str(stdout, path, strlen(path));
@@ -187,8 +193,8 @@ int cmd_run(int argc, char **argv) {
                "\"spec_accepted_tokens\":%lld,\"spec_acceptance\":%.4f}}\n",
                (double)t_load * 1e-9, (long long)n_prompt, prefill_s, (double)n_prompt / prefill_s,
                (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs, bw,
-               bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss(), (long long)ss.steps,
-               (long long)ss.drafts, (long long)ss.drafted, (long long)ss.accepted, acc);
+               bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss(), (long long)spec_steps,
+               (long long)est.spec_drafts, (long long)est.spec_draft_tokens, (long long)est.spec_accepted, acc);
     } else {
         printf("\n");
         fprintf(stderr,
@@ -200,8 +206,8 @@ int cmd_run(int argc, char **argv) {
         if (g.spec)
             fprintf(stderr,
                     "kvik: speculative: %lld verification steps, %lld drafts of %lld tokens, %lld accepted (%.1f%%)\n",
-                    (long long)ss.steps, (long long)ss.drafts, (long long)ss.drafted, (long long)ss.accepted,
-                    100 * acc);
+                    (long long)spec_steps, (long long)est.spec_drafts, (long long)est.spec_draft_tokens,
+                    (long long)est.spec_accepted, 100 * acc);
     }
     rc = 0;
     goto done;

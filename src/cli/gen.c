@@ -1,18 +1,21 @@
 /*
  * gen.c — generation shared by `kvik run` and `kvik chat`: option parsing,
- * model + tokenizer + chat template set-up, batched prefill into the flat
- * KV cache, and the sample / stream / feed-back decode loop.
+ * model + tokenizer + chat template set-up, the one-sequence engine, and
+ * one request submitted and streamed (gen.h).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "cli/cli.h"
 #include "cli/gen.h"
 #include "engine/spec.h"
+#include "tensor/tensor.h"
 
 struct gen_opts gen_opts_default(long n_gen) {
-    return (struct gen_opts){.n_gen = n_gen, .threads = cpu_count(), .sp = sampler_params_default(),
-                             .spec_max = SPEC_DEFAULT_MAX, .spec_ngram = SPEC_DEFAULT_NGRAM};
+    return (struct gen_opts){.n_gen = n_gen, .threads = cpu_count(), .kv_type = TENSOR_TYPE_F32,
+                             .sp = sampler_params_default(), .spec_max = SPEC_DEFAULT_MAX,
+                             .spec_ngram = SPEC_DEFAULT_NGRAM};
 }
 
 /* Stores the value v of shared option a: 1, -1 for a bad value, 0 if a is
@@ -28,8 +31,13 @@ static int parse_opt(struct gen_opts *o, const char *a, const char *v) {
     else if (!strcmp(a, "--spec-ngram")) ok = cli_parse_long(v, 1, 8, &o->spec_ngram);
     else if (!strcmp(a, "-n")) ok = cli_parse_long(v, 0, 1 << 24, &o->n_gen);
     else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &o->threads);
-    else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 24, &o->n_ctx);
-    else if (!strcmp(a, "--temp")) ok = cli_parse_float(v, -1e9f, 1e9f, &o->sp.temp);
+    else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 20, &o->n_ctx);
+    else if (!strcmp(a, "--kv-type")) {
+        if (!strcmp(v, "f32")) o->kv_type = TENSOR_TYPE_F32;
+        else if (!strcmp(v, "f16")) o->kv_type = TENSOR_TYPE_F16;
+        else if (!strcmp(v, "q8_0")) o->kv_type = TENSOR_TYPE_Q8_0;
+        else ok = false;
+    } else if (!strcmp(a, "--temp")) ok = cli_parse_float(v, -1e9f, 1e9f, &o->sp.temp);
     else if (!strcmp(a, "--top-k")) ok = cli_parse_long(v, 0, 1 << 30, &l) && ((o->sp.top_k = (int32_t)l), 1);
     else if (!strcmp(a, "--top-p")) ok = cli_parse_float(v, 0, 1, &o->sp.top_p);
     else if (!strcmp(a, "--min-p")) ok = cli_parse_float(v, 0, 1, &o->sp.min_p);
@@ -75,17 +83,25 @@ int gen_parse_args(int argc, char **argv, const char *cmd, struct gen_opts *o, g
     return -1;
 }
 
+/* The speculative decoding o asks for (checked by gen_opts_check). */
+static enum spec_mode spec_of(const struct gen_opts *o) {
+    enum spec_mode mode = o->model_draft ? SPEC_DRAFT : SPEC_NONE;
+    if (o->spec) spec_mode_parse(o->spec, &mode);
+    return mode;
+}
+
 bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t len, const char **path) {
     struct kvik_err err = {0};
     if (sampler_params_validate(&o->sp, &err)) {
         fprintf(stderr, "kvik %s: %s\n", cmd, err.msg);
         return false;
     }
-    enum spec_mode mode = o->model_draft ? SPEC_DRAFT : SPEC_NONE;
+    enum spec_mode mode;
     if (o->spec && !spec_mode_parse(o->spec, &mode)) {
         fprintf(stderr, "kvik %s: bad value '%s' for --spec (none, ngram or draft)\n", cmd, o->spec);
         return false;
     }
+    mode = spec_of(o);
     if (mode == SPEC_DRAFT && !o->model_draft) {
         fprintf(stderr, "kvik %s: --spec draft needs --model-draft PATH\n", cmd);
         return false;
@@ -98,44 +114,50 @@ bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t
     return true;
 }
 
-int gen_ctx_size(const struct model *m, long requested) {
-    if (requested) return (int)requested;
-    return m->hp.n_ctx_train < GEN_MAX_DEFAULT_CTX ? m->hp.n_ctx_train : GEN_MAX_DEFAULT_CTX;
-}
-
-kvik_status gen_load(struct gen *g, const char *path, struct kvik_err *err) {
+kvik_status gen_load(struct gen *g, const char *path, const struct gen_opts *o, struct kvik_err *err) {
     kvik_status st = model_load(path, &g->model, err);
     if (!st) st = tokenizer_load(g->model->file, &g->tok, err);
-    return st;
-}
-
-/* The status of a constructor that returned NULL. */
-static kvik_status failed(struct kvik_err *err) {
-    return err->code ? err->code : err_set(err, KVIK_ERR_NOMEM, "out of memory");
-}
-
-kvik_status gen_start(struct gen *g, int n_threads, int max_batch, int n_ctx,
-                      const struct sampler_params *sp, struct kvik_err *err) {
-    const struct model_hparams *hp = &g->model->hp;
-    g->n_ctx = n_ctx;
-    g->max_batch = max_batch;
-    g->argmax = -1;
-    if (!(g->logits = malloc(sizeof(float) * (size_t)hp->n_vocab)))
-        return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    if (!(g->ctx = model_ctx_new(g->model, n_threads, max_batch, n_ctx, err))) return failed(err);
-    kvik_status st = kv_flat_init(&g->kv, hp->n_layer, 1, n_ctx, hp->n_head_kv * hp->head_dim, TENSOR_TYPE_F32, err);
     if (st) return st;
-    if (!(g->smp = sampler_new(sp, hp->n_vocab, err))) return failed(err);
+    g->n_ctx = o->n_ctx ? (int)o->n_ctx : engine_default_ctx(g->model);
+    g->spec = spec_of(o);
+    if (g->spec == SPEC_DRAFT) {
+        struct kvik_err e2 = {0};
+        if ((st = model_load(o->model_draft, &g->draft, &e2))) return err_set(err, st, "draft model: %s", e2.msg);
+    }
+    if (!(g->eog = engine_eog_ids(g->tok, &g->n_eog))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    return KVIK_OK;
+}
+
+kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_ctx, int max_batch, bool prefix_cache,
+                      struct kvik_err *err) {
+    struct engine_config c = engine_config_default();
+    c.n_threads = (int)o->threads;
+    c.max_seqs = 1;
+    c.max_batch_tokens = max_batch;
+    c.prefill_chunk = 0;
+    c.max_queue = 1;
+    c.n_ctx = n_ctx;
+    c.kv_blocks = ((int64_t)n_ctx + c.block_tokens - 1) / c.block_tokens + 1; /* + a tail being copied */
+    c.kv_type = o->kv_type;
+    c.prefix_cache = prefix_cache;
+    c.eog = g->eog;
+    c.n_eog = g->n_eog;
+    c.spec_mode = g->spec;
+    c.spec_max = (int)o->spec_max;
+    c.spec_ngram = (int)o->spec_ngram;
+    c.draft = g->draft;
+    if (!(g->engine = engine_new(g->model, &c, err)))
+        return err->code ? err->code : err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    g->cfg = c;
+    g->cfg.eog = NULL;
     return KVIK_OK;
 }
 
 void gen_free(struct gen *g) {
-    gen_spec_free(g);
-    free(g->logits);
-    sampler_free(g->smp);
-    kv_flat_free(&g->kv);
-    model_ctx_free(g->ctx);
+    engine_free(g->engine);
+    free(g->eog);
     tokenizer_free(g->tok);
+    model_free(g->draft);
     model_free(g->model);
     *g = (struct gen){0};
 }
@@ -159,20 +181,28 @@ kvik_status gen_chat_format(const struct model *m, const char *name, const char 
     return st;
 }
 
-kvik_status gen_prefill(struct gen *g, const int32_t *ids, int64_t from, int64_t to,
-                        struct kvik_err *err) {
-    int32_t pos[GEN_PREFILL_BATCH], seq[GEN_PREFILL_BATCH] = {0};
-    int max = g->max_batch < GEN_PREFILL_BATCH ? g->max_batch : GEN_PREFILL_BATCH;
-    for (int64_t start = from; start < to; start += max) {
-        int nb = (int)(to - start < max ? to - start : max);
-        for (int i = 0; i < nb; i++) pos[i] = (int32_t)(start + i);
-        struct model_batch b = {.n = nb, .tokens = ids + start, .pos = pos, .seq = seq, .argmax = &g->argmax};
-        g->argmax = -1;
-        kvik_status st = model_forward(g->ctx, &g->kv.base, &b, g->logits, err);
-        if (st) return st;
-    }
-    return KVIK_OK;
-}
+/* ---- one request ----------------------------------------------------------- */
+
+/* One request's output side, filled on the engine thread. */
+struct gen_call {
+    int32_t *out;       // [max] the ids kept
+    int max;            // ids to keep (0: none)
+    int64_t n;          // ids kept so far
+    FILE *stream;
+    struct gen_text *text;
+    struct detok_stream ds;
+    char *piece;        // [piece_cap] detokenizer output
+    size_t piece_cap;
+    bool nomem;         // text could not grow
+    bool eog;
+    int n_cached;
+    enum engine_finish finish;
+    char error[256];
+    int64_t t_first, t_end;
+    bool done;          // the final event came (mu)
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
 
 static bool text_append(struct gen_text *t, const char *s, size_t n) {
     if (t->len + n > t->cap) {
@@ -187,50 +217,71 @@ static bool text_append(struct gen_text *t, const char *s, size_t n) {
 }
 
 /* Writes a piece to the stream and the collected text. */
-static kvik_status emit(FILE *stream, struct gen_text *text, const char *s, int64_t k, struct kvik_err *err) {
-    if (k <= 0) return KVIK_OK;
-    if (stream) {
-        fwrite(s, 1, (size_t)k, stream);
-        fflush(stream);
+static void emit(struct gen_call *c, int64_t k) {
+    if (k <= 0) return;
+    if (c->stream) {
+        fwrite(c->piece, 1, (size_t)k, c->stream);
+        fflush(c->stream);
     }
-    if (text && !text_append(text, s, (size_t)k)) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    return KVIK_OK;
+    if (c->text && !text_append(c->text, c->piece, (size_t)k)) c->nomem = true;
 }
 
-kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, FILE *stream,
-                       struct gen_text *text, int64_t *t_first, struct kvik_err *err) {
-    struct detok_stream ds;
-    detok_init(&ds, g->tok, false);
-    size_t piece_cap = detok_min_cap(g->tok);
-    char *piece = malloc(piece_cap);
-    if (!piece) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    kvik_status st = KVIK_OK;
-    int64_t i = *n;
-    *t_first = 0;
-    bool end = false;
-    while (i < n_max && !end) {
-        int32_t toks[SPEC_MAX_DRAFT + 1];
-        int nt = 1;
-        if (g->spec && i > *n) { /* a draft verified with the last token fed */
-            if ((st = gen_spec_step(g, ids, i, n_max, toks, &nt, err))) break;
-        } else {
-            toks[0] = sampler_sample_argmax(g->smp, g->logits, g->argmax);
-            sampler_accept(g->smp, toks[0]);
-        }
-        if (!*t_first) *t_first = clock_ns();
-        for (int j = 0; j < nt && !end; j++) {
-            int32_t next = ids[i++] = toks[j];
-            end = tokenizer_is_eog(g->tok, next) ||
-                  (st = emit(stream, text, piece, detok_push(&ds, next, piece, piece_cap), err)) || i >= n_max;
-        }
-        if (end || g->spec) continue;
-        int32_t p = (int32_t)(i - 1), s = 0;
-        struct model_batch b = {.n = 1, .tokens = &ids[i - 1], .pos = &p, .seq = &s, .argmax = &g->argmax};
-        g->argmax = -1;
-        if ((st = model_forward(g->ctx, &g->kv.base, &b, g->logits, err))) break;
+static bool on_event(void *user, const struct engine_event *ev) {
+    struct gen_call *c = user;
+    int64_t now = clock_ns();
+    if (ev->finish == ENGINE_FINISH_NONE) {
+        if (!c->t_first) c->t_first = now;
+        if (c->n >= c->max) return false; /* a prefill only */
+        c->out[c->n++] = ev->token;
+        emit(c, detok_push(&c->ds, ev->token, c->piece, c->piece_cap));
+        return !c->nomem;
     }
-    if (!st) st = emit(stream, text, piece, detok_flush(&ds, piece, piece_cap), err);
-    free(piece);
-    *n = i;
+    if (ev->token >= 0 && c->n < c->max) { /* the end-of-generation id: kept, no text */
+        c->out[c->n++] = ev->token;
+        c->eog = true;
+    }
+    if (!c->t_first) c->t_first = now;
+    emit(c, detok_flush(&c->ds, c->piece, c->piece_cap));
+    c->t_end = now;
+    c->n_cached = ev->n_cached;
+    c->finish = ev->finish;
+    if (ev->finish == ENGINE_FINISH_ERROR) snprintf(c->error, sizeof c->error, "%s", ev->error ? ev->error : "");
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return false;
+}
+
+kvik_status gen_generate(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
+                         const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
+                         struct gen_text *text, struct gen_result *res, struct kvik_err *err) {
+    *res = (struct gen_result){0};
+    struct gen_call c = {.out = out, .max = max_tokens, .stream = stream, .text = text};
+    c.piece_cap = detok_min_cap(g->tok);
+    if (!(c.piece = malloc(c.piece_cap))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    detok_init(&c.ds, g->tok, false);
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    struct engine_request r = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens > 0 ? max_tokens : 1,
+                               .n = 1, .sampling = *sp, .top_logprobs = -1, .cache_key = cache_key,
+                               .on_event = on_event, .user = &c};
+    res->t_submit = clock_ns();
+    kvik_status st = engine_submit(g->engine, &r, NULL, err);
+    if (!st) {
+        pthread_mutex_lock(&c.mu);
+        while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+        if (c.finish == ENGINE_FINISH_ERROR) st = err_set(err, KVIK_ERR_IO, "%s", c.error);
+        else if (c.nomem) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    }
+    res->n_gen = c.n;
+    res->eog = c.eog;
+    res->n_cached = c.n_cached;
+    res->t_first = c.t_first;
+    res->t_end = c.t_end;
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    free(c.piece);
     return st;
 }

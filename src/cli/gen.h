@@ -1,20 +1,23 @@
 /*
- * gen.h — what `kvik run` and `kvik chat` share: the options both take, the
- * model with its tokenizer and chat template, prefilling token ids into a
- * one-sequence flat KV cache in batches, and the decode loop that samples,
- * streams text through the UTF-8-safe detokenizer and stops at an
- * end-of-generation token.
+ * gen.h — what `kvik run` and `kvik chat` share: the options both take,
+ * the model with its tokenizer, draft model and chat template, and one
+ * serving engine (engine/engine.h) that every generation is submitted to,
+ * as `kvik serve` submits its requests.
  *
- * The cache holds one sequence at positions 0..n_ctx-1. gen_prefill writes
- * ids[from..to) at positions from..to-1, overwriting whatever was there, so
- * a caller that keeps a conversation refeeds only what changed.
+ * The engine is set up for the command's single sequence: one sequence
+ * slot, a KV pool of just the positions the command can use, F32 K/V
+ * rows unless --kv-type says otherwise, the end-of-generation ids and the
+ * context default of engine.h's "Defaults". gen_generate submits one
+ * request and waits for it; the engine thread streams its text through
+ * the UTF-8-safe detokenizer straight to the output as tokens come (the
+ * engine serves nobody else, so the event callback does the writing).
  */
 #ifndef KVIK_CLI_GEN_H
 #define KVIK_CLI_GEN_H
 
 #include <stdio.h>
 
-#include "engine/sampler.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -25,7 +28,8 @@ struct gen_opts {
     const char *chat_template; // --chat-template; NULL: the model's own
     long n_gen;                // -n: tokens to generate (per reply)
     long threads;              // -t
-    long n_ctx;                // -c; 0: the model's, at most GEN_MAX_DEFAULT_CTX
+    long n_ctx;                // -c; 0: engine_default_ctx
+    int kv_type;               // --kv-type: TENSOR_TYPE_F32 (default), _F16 or _Q8_0
     struct sampler_params sp;  // --temp --top-k --top-p --min-p --repeat-penalty -s
     const char *spec;          // --spec none|ngram|draft; NULL: none (draft with --model-draft)
     const char *model_draft;   // --model-draft: the draft model of --spec draft
@@ -33,12 +37,13 @@ struct gen_opts {
     long spec_ngram;           // --spec-ngram: longest n-gram prompt lookup matches (SPEC_DEFAULT_NGRAM)
 };
 
-enum { GEN_PREFILL_BATCH = 512, GEN_MAX_DEFAULT_CTX = 4096 };
+enum { GEN_MAX_BATCH = 512 }; /* tokens per forward pass (a prefill goes in pieces of this) */
 
 /* Help lines of the sampling and resource options, in the order listed. */
 #define GEN_USAGE_OPTIONS                                                          \
     "  -t N           threads (default: all CPUs)\n"                               \
-    "  -c N           context size (default: the model's, at most 4096)\n"        \
+    "  -c N           context size (default: the model's, at most 8192)\n"        \
+    "  --kv-type T    K/V cache rows: f32 (default), f16 or q8_0\n"               \
     "  --temp X       temperature (default 0.8; 0: greedy)\n"                      \
     "  --top-k N      (default 40; 0: off)\n"                                      \
     "  --top-p X      (default 0.95)\n"                                            \
@@ -66,8 +71,9 @@ typedef int (*gen_opt_fn)(void *cmd_opts, const char *a, const char *v);
 /*
  * Parses argv[1..argc) of `kvik CMD`: --help / -h (usage(stdout), returns
  * 0), the command's own options (opt), then the shared ones (-m -n -t -c
- * --temp --top-k --top-p --min-p --repeat-penalty -s --chat-template) into
- * *o. Returns -1 when all parsed, else 2 after one line on stderr.
+ * --kv-type --temp --top-k --top-p --min-p --repeat-penalty -s
+ * --chat-template --spec --model-draft --spec-max --spec-ngram) into *o.
+ * Returns -1 when all parsed, else 2 after one line on stderr.
  */
 int gen_parse_args(int argc, char **argv, const char *cmd, struct gen_opts *o, gen_opt_fn opt,
                    void *cmd_opts, void (*usage)(FILE *));
@@ -76,29 +82,28 @@ int gen_parse_args(int argc, char **argv, const char *cmd, struct gen_opts *o, g
  * stderr, a usage error) and resolves the model path (cli_resolve_model) into buf. */
 bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t len, const char **path);
 
-/* The context size -c asks for, or the model's (at most GEN_MAX_DEFAULT_CTX). */
-int gen_ctx_size(const struct model *m, long requested);
-
-/* A model, its tokenizer, and (after gen_start) what generating needs. */
+/* A model, its tokenizer, and (after gen_start) the engine. */
 struct gen {
     struct model *model;
     struct tokenizer *tok;
-    struct model_ctx *ctx;
-    struct sampler *smp;
-    struct kv_flat kv; // one sequence of n_ctx positions
-    float *logits;     // [n_vocab] after the last token fed
-    int64_t argmax;    // their argmax as the forward pass found it (-1: look it up)
-    int n_ctx;         // positions the cache holds
-    int max_batch;     // tokens per prefill forward
-    struct gen_spec *spec; // speculative decoding (gen_spec.c); NULL: plain
+    struct model *draft;   // --model-draft; NULL without
+    enum spec_mode spec;   // what --spec / --model-draft ask for
+    struct engine *engine;
+    struct engine_config cfg; // as the engine was made (eog not kept)
+    int n_ctx;             // longest sequence: -c, or engine_default_ctx
+    int32_t *eog;          // [n_eog] engine_eog_ids
+    int n_eog;
 };
 
-/* Loads the model and its tokenizer into a zeroed *g. */
-kvik_status gen_load(struct gen *g, const char *path, struct kvik_err *err);
+/* Loads the model, its tokenizer and the draft model o asks for into a
+ * zeroed *g (the draft's vocabulary is checked by gen_start); sets n_ctx. */
+kvik_status gen_load(struct gen *g, const char *path, const struct gen_opts *o, struct kvik_err *err);
 
-/* Creates the forward context, cache and sampler. */
-kvik_status gen_start(struct gen *g, int n_threads, int max_batch, int n_ctx,
-                      const struct sampler_params *sp, struct kvik_err *err);
+/* Creates the engine for one sequence of at most n_ctx positions (n_ctx
+ * <= g->n_ctx; the KV pool holds that many), forward passes of up to
+ * max_batch tokens, the prefix cache on or off. */
+kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_ctx, int max_batch, bool prefix_cache,
+                      struct kvik_err *err);
 void gen_free(struct gen *g); /* everything; *g is zeroed */
 
 /* The chat template --chat-template names (name != NULL), else the one the
@@ -108,51 +113,31 @@ void gen_free(struct gen *g); /* everything; *g is zeroed */
 kvik_status gen_chat_format(const struct model *m, const char *name, const char *cmd,
                             struct chat_format *fmt, struct kvik_err *err);
 
-/* Feeds ids[from..to) at positions from..to-1 (from < to); g->logits then
- * holds the logits after ids[to-1]. */
-kvik_status gen_prefill(struct gen *g, const int32_t *ids, int64_t from, int64_t to,
-                        struct kvik_err *err);
-
-/* Speculative decoding for gen_decode as o asks (--spec, --model-draft;
- * nothing for none): loads and checks the draft model (KVIK_ERR_INVALID_ARG
- * when its vocabulary differs). After gen_start; max_batch must be at
- * least o->spec_max + 1. */
-kvik_status gen_spec_start(struct gen *g, const struct gen_opts *o, struct kvik_err *err);
-
-/* What speculation did (all zero without it). */
-struct gen_spec_stats {
-    int64_t steps;     /* verification forwards */
-    int64_t drafts;    /* steps with a draft */
-    int64_t drafted;   /* draft tokens */
-    int64_t accepted;  /* draft tokens accepted */
-};
-void gen_spec_stats(const struct gen *g, struct gen_spec_stats *out);
-
-/* One speculative step after ids[0..i) (the cache holds all but the last):
- * drafts, verifies in one forward and writes the 1..spec_max+1 tokens to
- * emit to toks (recorded in the sampler), their count in *nt; at most
- * n_max - i. */
-kvik_status gen_spec_step(struct gen *g, const int32_t *ids, int64_t i, int64_t n_max, int32_t *toks, int *nt,
-                          struct kvik_err *err);
-void gen_spec_free(struct gen *g);
-
-/* Text collected while decoding (buf is malloc'd, not NUL-terminated). */
+/* Text collected while generating (buf is malloc'd, not NUL-terminated). */
 struct gen_text {
     char *buf;
     size_t len, cap;
 };
 
+/* What one generation did. */
+struct gen_result {
+    int64_t n_gen;        // ids written to out, an end-of-generation id that ended it included
+    bool eog;             // it ended at an end-of-generation id (the last of out)
+    int n_cached;         // prompt tokens whose K/V came from the prefix cache
+    int64_t t_submit, t_first, t_end; // clock_ns(): submitted, first token (0: none), finished
+};
+
 /*
- * Samples from g->logits after the *n ids already fed, appending each token
- * to ids and feeding it back, until an end-of-generation token or n_max ids
- * (ids has room for n_max). The text goes to stream (flushed per piece) and
- * to text, either may be NULL; an end-of-generation token is stored in ids
- * but gives no text. The last token sampled is never fed: afterwards the
- * cache holds ids[0..*n - 1) when anything was sampled (with speculation,
- * maybe rejected positions after them too, overwritten when fed again). *t_first is the
- * clock_ns() of the first sample, 0 if none.
+ * Generates after prompt[0..n_prompt) up to max_tokens ids (n_prompt +
+ * max_tokens <= the n_ctx of gen_start; max_tokens 0: the prompt is
+ * prefilled, nothing is kept) with sampling sp, under prefix cache key
+ * cache_key. The ids go to out (room for max_tokens), the text to stream
+ * (flushed per piece) and to text, either may be NULL; an end-of-generation
+ * id is stored but gives no text. Returns when the engine has finished the
+ * request; an engine error is returned as KVIK_ERR_IO with its message.
  */
-kvik_status gen_decode(struct gen *g, int32_t *ids, int64_t *n, int64_t n_max, FILE *stream,
-                       struct gen_text *text, int64_t *t_first, struct kvik_err *err);
+kvik_status gen_generate(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
+                         const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
+                         struct gen_text *text, struct gen_result *res, struct kvik_err *err);
 
 #endif /* KVIK_CLI_GEN_H */

@@ -123,6 +123,7 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
         s->req = q;
         s->choice = i;
         s->kv = -1;
+        s->eog_token = -1;
         s->state = ESEQ_PENDING;
         struct sampler_params sp = r->sampling;
         sp.seed = seed + (uint64_t)i;
@@ -311,7 +312,7 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
                                   struct kvik_err *err) {
     *c = in ? *in : engine_config_default();
     if (c->n_threads == 0) c->n_threads = cpu_count();
-    if (c->n_ctx == 0) c->n_ctx = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 8192 ? m->hp.n_ctx_train : 8192;
+    if (c->n_ctx == 0) c->n_ctx = engine_default_ctx(m);
     if (c->n_threads < 1 || c->n_threads > 1024)
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: %d threads (1..1024)", c->n_threads);
     if (c->max_seqs < 1 || c->max_seqs > 4096)

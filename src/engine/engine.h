@@ -26,9 +26,14 @@
  * and block size, a per-engine random secret and the request's cache_key;
  * an admitted choice first attaches the longest cached chain of its tokens
  * and computes only the rest (always at least its last token, for the
- * logits). A preempted choice readmitted finds its own blocks if they were
- * not evicted meanwhile. Cached blocks with no user count as free and are
- * evicted least recently used first when blocks run out.
+ * logits). A choice that finishes (not with an error) also leaves its
+ * partly filled last block cached as the tail of its chain, so a request
+ * that continues it (prompt + reply + a new message: the next chat turn)
+ * attaches every position the two share, n_cached counting them, and
+ * computes exactly the new tokens. A preempted choice readmitted finds its
+ * own full blocks if they were not evicted meanwhile. Cached blocks with no
+ * user count as free and are evicted least recently used first when blocks
+ * run out.
  *
  * Batch invariance: a greedy choice produces the same tokens whether it runs
  * alone or among any other sequences (every kernel reduces each row in a
@@ -80,7 +85,7 @@ struct engine_config {
                              joins short */
     int max_queue;        /* requests waiting for their first step at most; beyond, engine_submit
                              answers KVIK_ERR_BUSY; default 256 */
-    int n_ctx;            /* longest sequence (prompt + output); 0: the model's, at most 8192 */
+    int n_ctx;            /* longest sequence (prompt + output); 0: engine_default_ctx */
     int64_t kv_mem_mib;   /* KV pool size; 0: enough for max_seqs sequences of n_ctx / 4 tokens,
                              at most 1 GiB */
     int64_t kv_blocks;    /* KV pool size in blocks; > 0 overrides kv_mem_mib (tests, tuning) */
@@ -104,6 +109,39 @@ struct engine_config {
  * takes kv_type (where 0 is F32) and the other fields as they are. */
 struct engine_config engine_config_default(void);
 
+/* ---- defaults every front end shares (defaults.c) ----------------------
+ *
+ * What kvik run, kvik chat, kvik serve and the C API use where their
+ * caller says nothing:
+ *   context   the model's trained context, at most ENGINE_MAX_DEFAULT_CTX
+ *             (engine_default_ctx; engine_config.n_ctx 0 means this);
+ *   stop      the vocabulary's end-of-generation ids (engine_eog_ids, for
+ *             engine_config.eog): EOS, EOT/EOM and the chat templates'
+ *             end-of-turn markers (tokenizer_is_eog);
+ *   sampling  sampler_params_default() (llama.cpp's command-line defaults:
+ *             temp 0.8, top-k 40, top-p 0.95, min-p 0.05) on the command
+ *             line; sampler_params_openai() (temperature 1, nothing cut)
+ *             for requests of the OpenAI-compatible API, whose clients
+ *             expect OpenAI's defaults;
+ *   length    ENGINE_DEFAULT_MAX_TOKENS generated tokens for a completion
+ *             (kvik run -n), ENGINE_DEFAULT_REPLY_TOKENS for a chat reply
+ *             (kvik chat -n); the HTTP API's max_tokens defaults to the
+ *             rest of the context, as OpenAI's does.
+ */
+enum {
+    ENGINE_MAX_DEFAULT_CTX = 8192,
+    ENGINE_DEFAULT_MAX_TOKENS = 128,
+    ENGINE_DEFAULT_REPLY_TOKENS = 1024,
+};
+
+struct tokenizer;
+
+/* The model's trained context length, at most ENGINE_MAX_DEFAULT_CTX. */
+int engine_default_ctx(const struct model *m);
+/* The end-of-generation ids of tok's vocabulary (malloc'd, *n of them);
+ * NULL when out of memory. */
+int32_t *engine_eog_ids(const struct tokenizer *tok, int *n);
+
 enum engine_finish {
     ENGINE_FINISH_NONE = 0,  /* a token event; the choice goes on */
     ENGINE_FINISH_STOP,      /* end-of-generation token, or the callback returned false */
@@ -119,7 +157,8 @@ struct engine_event {
     uint64_t request_id;
     int choice;              /* 0..n-1 */
     enum engine_finish finish;
-    /* token events (finish == NONE); the final event carries no token */
+    /* token events (finish == NONE): the token; final event: the end-of-generation id that
+       ended the choice (finish STOP, not emitted as a token event), else -1 */
     int32_t token;
     float logprob;           /* log-softmax of the raw logits (before penalties and temperature) */
     int n_top;               /* top_logprobs entries filled */

@@ -60,6 +60,7 @@ struct eseq {
     int n_generated;     /* token events sent */
     int n_fork;          /* choices forked off this one when its prompt is done (choice 0 only) */
     int kv;              /* cache sequence while RUNNING, else -1 */
+    int32_t eog_token;   /* the end-of-generation id that ended it; -1: none */
     struct sampler *smp;
     int64_t t_last;      /* ns of the last token (0: none yet) */
     struct eseq *prev, *next; /* waiting queue */
@@ -178,12 +179,15 @@ void sched_step(struct engine *e);
  * its cached prefix and returns the positions now there (s->n_computed).
  * engine_prefix_admitted: s is admitted; counts the lookup and the cached
  * prompt tokens. engine_prefix_register: after a forward, registers the
- * newly full blocks of every running choice. */
+ * newly full blocks of every running choice. engine_prefix_keep_tail: s
+ * finished normally and is about to close its cache sequence; its partly
+ * filled last block stays in the cache. */
 void engine_prefix_init(struct engine *e);
 uint64_t engine_prefix_salt(const struct engine *e, uint64_t cache_key);
 int engine_prefix_attach(struct engine *e, struct eseq *s);
 void engine_prefix_admitted(struct engine *e, struct eseq *s);
 void engine_prefix_register(struct engine *e);
+void engine_prefix_keep_tail(struct engine *e, struct eseq *s);
 
 /* seq.c: the bookkeeping of choices, for engine.c and sched.c.
  * seq_running_insert: s, given cache sequence s->kv, joins e->running in
@@ -235,11 +239,12 @@ int spec_take(struct engine *e, struct eseq *s, int budget, int *nb, int *n_samp
 /* Verifies s's draft from logits row `row` on: the tokens to emit (1 or
  * more, already recorded in s's sampler; token t's raw logits are row +
  * t) in *toks[0..*n_toks), valid until the next call; returns the rows the
- * decode used, 0 when row is not a decode of s with speculation. */
+ * decode used, 0 when row is not a decode of s with speculation. s's
+ * n_computed is then the last sampled token plus the accepted drafts. */
 int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, int *n_toks);
 /* After spec_check's tokens were sent, if s still runs: its target and
- * draft caches drop the positions of rejected draft tokens (n_computed
- * is the last sampled token plus the accepted drafts). */
+ * draft caches drop the positions of rejected draft tokens (past
+ * n_computed). */
 void spec_rewind(struct engine *e, struct eseq *s);
 
 #endif /* KVIK_ENGINE_INT_H */

@@ -2,8 +2,10 @@
  * prefix.c — the serving engine's use of the prefix cache (engine.h,
  * "Prefix cache"; the cache itself is in kv/kv_paged.c): the salt a
  * request's blocks are registered under, attaching a cached prefix when a
- * choice is admitted, and registering blocks that became full after each
- * forward pass.
+ * choice is admitted, registering blocks that became full after each
+ * forward pass, and keeping a finished choice's partly filled last block
+ * (its tail: kv_paged.h, "Tails"), so that a request continuing it (the
+ * next turn of a chat) computes exactly the tokens that are new.
  *
  * The salt keeps apart what must not share K/V or must not see each other:
  * another model or the same model's other weights (struct model.identity),
@@ -51,4 +53,12 @@ void engine_prefix_register(struct engine *e) {
         struct eseq *s = e->running[i];
         kv_paged_prefix_register(&e->kv, s->kv, s->tokens, s->n_computed, s->req->salt);
     }
+}
+
+void engine_prefix_keep_tail(struct engine *e, struct eseq *s) {
+    if (!e->cfg.prefix_cache || s->kv < 0) return;
+    /* tokens[0..n) have their own K/V: the last sampled token is not fed,
+     * and a verified draft leaves n_computed at what was kept */
+    int n = s->n_computed < s->n_tokens ? s->n_computed : s->n_tokens;
+    kv_paged_prefix_keep_tail(&e->kv, s->kv, s->tokens, n, s->req->salt);
 }

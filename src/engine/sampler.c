@@ -59,6 +59,15 @@ struct sampler_params sampler_params_default(void) {
     };
 }
 
+struct sampler_params sampler_params_openai(void) {
+    struct sampler_params p = sampler_params_default();
+    p.temp = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    return p;
+}
+
 kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_err *err) {
     if (!p) return err_set(err, KVIK_ERR_INVALID_ARG, "sampler: params is NULL");
     if (!isfinite(p->temp))

@@ -69,8 +69,12 @@ struct sampler_params {
     uint64_t seed;           // SAMPLER_SEED_RANDOM: from the clock
 };
 
-/* The defaults of llama.cpp's command line, listed above. */
+/* The defaults of llama.cpp's command line, listed above (kvik run and
+ * kvik chat). */
 struct sampler_params sampler_params_default(void);
+/* The OpenAI API's defaults (kvik serve's requests): temp 1, top_k 0,
+ * top_p 1, min_p 0, the rest as above. */
+struct sampler_params sampler_params_openai(void);
 
 /* KVIK_OK, or KVIK_ERR_INVALID_ARG naming the first bad field. */
 kvik_status sampler_params_validate(const struct sampler_params *p, struct kvik_err *err);

@@ -135,6 +135,7 @@ void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *
     if (s->t_last) engine_hist_add(&e->st.itl, now - s->t_last);
     s->t_last = now;
     if (!r->ignore_eos && e->is_eog[tok]) {
+        s->eog_token = tok;
         seq_finish(e, s, ENGINE_FINISH_STOP, NULL);
         return;
     }
@@ -161,7 +162,7 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
     struct ereq *r = s->req;
     s->state = ESEQ_DONE;
     e->st.finished[why]++;
-    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = -1,
+    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = s->eog_token,
                               .n_prompt = r->n_prompt, .n_generated = s->n_generated, .n_cached = r->n_cached,
                               .error = error};
     r->fn(r->user, &ev);
@@ -178,6 +179,7 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
  * prompt end with it. */
 void seq_finish(struct engine *e, struct eseq *s, enum engine_finish why, const char *error) {
     if (s->state == ESEQ_DONE) return;
+    if (s->state == ESEQ_RUNNING && why != ENGINE_FINISH_ERROR) engine_prefix_keep_tail(e, s);
     if (s->state == ESEQ_RUNNING) seq_running_remove(e, s);
     else if (s->state == ESEQ_WAITING) seq_wait_unlink(e, s);
     int forks = s->n_fork;

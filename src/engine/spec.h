@@ -37,7 +37,7 @@
  *
  * The engine's use (one batch for every running sequence's draft, KV
  * rollback with kv_paged_seq_truncate, a second paged pool for the draft
- * model) is in spec_engine.c; `kvik run`'s in cli/gen_spec.c.
+ * model) is in spec_engine.c; `kvik run` and `kvik serve` both use it.
  */
 #ifndef KVIK_SPEC_H
 #define KVIK_SPEC_H

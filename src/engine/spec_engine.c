@@ -277,8 +277,11 @@ int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, 
         for (int j = 0; j < accepted; j++) e->st.spec_accepted_by_pos[j]++;
         spec_ctl_update(&q->ctl, k, accepted);
     }
-    /* keep the last sampled token and the accepted drafts; the new token is fed next step */
+    /* keep the last sampled token and the accepted drafts; the new token is
+     * fed next step. n_computed says so at once: a choice that ends while
+     * its tokens are sent keeps only these positions' K/V (its tail) */
     q->n_keep = base + 1 + accepted;
+    s->n_computed = q->n_keep;
     *toks = x->out;
     *n_toks = nt;
     return k + 1;

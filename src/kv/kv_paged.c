@@ -280,13 +280,40 @@ uint64_t kv_paged_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t 
     return hash64(tokens, (size_t)n * sizeof *tokens, hash64_pair(parent_hash, salt));
 }
 
-/* Block b is registered as the block after the prefix named by parent,
- * with these tokens and salt. */
+/* The index key of the tail after the prefix whose chained hash is h. */
+static uint64_t tail_key(uint64_t h, uint64_t salt) {
+    return hash64_pair(hash64_pair(h, salt), UINT64_C(0x7461696c626c6f63)); /* "tailbloc" */
+}
+
+static const int32_t *stored_tokens(const struct kv_paged *kv, int32_t b) {
+    return kv->key_tokens + (size_t)b * (size_t)kv->cfg.block_tokens;
+}
+
+/* Block b is registered as the full block after the prefix named by
+ * parent, with these tokens and salt. */
 static bool key_matches(const struct kv_paged *kv, int32_t b, uint64_t parent, uint64_t salt, const int32_t *tokens) {
     const struct kv_block_key *k = &kv->key[b];
     int bt = kv->cfg.block_tokens;
-    return k->serial && k->parent == parent && k->salt == salt &&
-           !memcmp(kv->key_tokens + (size_t)b * (size_t)bt, tokens, (size_t)bt * sizeof *tokens);
+    return k->serial && k->n_tokens == bt && k->parent == parent && k->salt == salt &&
+           !memcmp(stored_tokens(kv, b), tokens, (size_t)bt * sizeof *tokens);
+}
+
+/* Block b is registered as the tail after the prefix named by parent,
+ * under salt. */
+static bool tail_matches(const struct kv_paged *kv, int32_t b, uint64_t parent, uint64_t salt) {
+    const struct kv_block_key *k = &kv->key[b];
+    return k->serial && k->n_tokens < kv->cfg.block_tokens && k->parent == parent && k->salt == salt;
+}
+
+/* Takes registered block b out of the cache; without a user it goes back
+ * on the free list. */
+static void block_unregister(struct kv_paged *kv, int32_t b) {
+    kv_index_remove(&kv->index, kv->key[b].hash, b);
+    if (kv->ref[b] == 0) {
+        lru_unlink(kv, b);
+        kv->free_ids[kv->n_free++] = b;
+    }
+    kv->key[b].serial = 0;
 }
 
 int kv_paged_prefix_attach(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt) {
@@ -307,7 +334,49 @@ int kv_paged_prefix_attach(struct kv_paged *kv, int seq, const int32_t *tokens, 
     }
     q->n_blocks = q->n_chain = i;
     q->n_pos = i * bt;
+    /* then the tail of that chain, as far as the tokens agree */
+    int rest = n_tokens - i * bt;
+    int32_t b = rest > 0 ? kv_index_find(&kv->index, tail_key(h, salt)) : -1;
+    if (b >= 0 && tail_matches(kv, b, parent, salt) && table_reserve(q, i + 1)) {
+        const int32_t *st = stored_tokens(kv, b), *t = tokens + (size_t)i * (size_t)bt;
+        int n = 0, max = kv->key[b].n_tokens < rest ? kv->key[b].n_tokens : rest;
+        while (n < max && st[n] == t[n]) n++;
+        if (n > 0) {
+            block_hold(kv, b);
+            q->blocks[i] = b;
+            q->n_blocks = i + 1;
+            q->n_pos += n;
+        }
+    }
     return q->n_pos;
+}
+
+int kv_paged_prefix_keep_tail(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt) {
+    if (!seq_valid(kv, seq) || !tokens) return 0;
+    struct kv_seq *q = &kv->seqs[seq];
+    int bt = kv->cfg.block_tokens, n = n_tokens < q->n_pos ? n_tokens : q->n_pos;
+    int32_t i = n / bt;
+    int r = n % bt;
+    if (r == 0 || q->n_chain < i) return 0;
+    int32_t b = q->blocks[i];
+    if (kv->key[b].serial) return 0; /* attached as a tail and never written */
+    uint64_t h = i ? q->chain[i - 1] : 0, parent = i ? q->serial[i - 1] : 0, key = tail_key(h, salt);
+    const int32_t *t = tokens + (size_t)i * (size_t)bt;
+    int32_t x = kv_index_find(&kv->index, key);
+    if (x >= 0) {
+        if (!tail_matches(kv, x, parent, salt)) return 0; /* a collision: leave it */
+        if (kv->key[x].n_tokens >= r && !memcmp(stored_tokens(kv, x), t, (size_t)r * sizeof *t)) return 0;
+        block_unregister(kv, x); /* the newer tail replaces it */
+    }
+    if (!kv_index_insert(&kv->index, key, b)) return 0;
+    struct kv_block_key *k = &kv->key[b];
+    k->hash = key;
+    k->serial = kv->next_serial++;
+    k->parent = parent;
+    k->salt = salt;
+    k->n_tokens = r;
+    memcpy(kv->key_tokens + (size_t)b * (size_t)bt, t, (size_t)r * sizeof *t);
+    return r;
 }
 
 int kv_paged_prefix_register(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt) {
@@ -329,6 +398,7 @@ int kv_paged_prefix_register(struct kv_paged *kv, int seq, const int32_t *tokens
             k->serial = kv->next_serial++;
             k->parent = parent;
             k->salt = salt;
+            k->n_tokens = bt;
             memcpy(kv->key_tokens + (size_t)*slot * (size_t)bt, t, (size_t)bt * sizeof *t);
         } else if (x != *slot) { /* the same prefix computed twice: keep the cached copy */
             block_hold(kv, x);
@@ -361,7 +431,9 @@ static bool index_consistent(const struct kv_paged *kv) {
     for (int64_t b = 0; b < kv->cfg.n_blocks; b++) {
         if (!kv->key[b].serial) continue;
         registered++;
-        if (kv_index_find(&kv->index, kv->key[b].hash) != b) return false;
+        if (kv_index_find(&kv->index, kv->key[b].hash) != b || kv->key[b].n_tokens < 1 ||
+            kv->key[b].n_tokens > kv->cfg.block_tokens)
+            return false;
     }
     return registered == kv->index.n;
 }

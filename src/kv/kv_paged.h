@@ -30,6 +30,21 @@
  * registered come first, then the least recently used cached one, which
  * leaves the index then.
  *
+ * Tails. A sequence that ends inside a block (a finished request, a chat
+ * turn) can leave that partly filled last block in the cache too
+ * (kv_paged_prefix_keep_tail): it is registered with the r < block_tokens
+ * token ids it holds under the tail key
+ *   t(i) = hash(h(i-1), salt, TAIL)
+ * of the prefix before it, one tail per prefix (a newer tail replaces an
+ * older one unless the older already holds the same tokens). Attach, after
+ * the longest chain of full blocks, looks up the tail of that chain and
+ * takes as many of its positions as the sequence's next tokens agree with
+ * (the longest common prefix of its stored ids, verified like a full
+ * block's: ids, salt, parent serial). The sequence then ends inside a
+ * registered block, so its next write copies the block first; the cached
+ * tail keeps its rows. Tails are never part of a chain (n_chain counts
+ * full blocks only).
+ *
  * Rows are stored as F32, F16 or Q8_0 (kv_paged_config.type); the forward
  * pass converts through struct kv_cache (model/kv.h), which this implements.
  *
@@ -69,6 +84,7 @@ struct kv_block_key {
     uint64_t serial;  /* this registration's number (1, 2, ...; never reused) */
     uint64_t parent;  /* the serial of the prefix before it (0: none, block 0) */
     uint64_t salt;
+    int32_t n_tokens; /* ids stored: block_tokens for a full block, 1..block_tokens-1 for a tail */
     int32_t lru_prev, lru_next; /* on the LRU list (cached, no user): older, newer; -1 none */
 };
 
@@ -125,11 +141,12 @@ bool kv_paged_seq_grow(struct kv_paged *kv, int seq, int n_pos);
 void kv_paged_seq_truncate(struct kv_paged *kv, int seq, int n_pos);
 
 /* Attaches to the empty sequence seq the longest chain of registered blocks
- * matching tokens[0..n_tokens) under salt (whole blocks only; verified
- * token by token). Returns the positions now covered (a multiple of
- * block_tokens; 0 when nothing matched, seq is not open and empty, or its
- * table cannot grow). The caller computes from there on; to get logits it
- * must leave at least one token out of n_tokens. */
+ * matching tokens[0..n_tokens) under salt (verified token by token), then
+ * as much of the chain's registered tail as tokens agree with. Returns the
+ * positions now covered (0 when nothing matched, seq is not open and
+ * empty, or its table cannot grow); past a multiple of block_tokens only
+ * through a tail. The caller computes from there on; to get logits it must
+ * leave at least one token out of n_tokens. */
 int kv_paged_prefix_attach(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt);
 /* Registers the full blocks of seq among positions 0..min(n_tokens,
  * n_pos)-1 not registered yet; tokens are the ids at those positions, whose
@@ -138,6 +155,16 @@ int kv_paged_prefix_attach(struct kv_paged *kv, int seq, const int32_t *tokens, 
  * list). Stops at a hash collision. Returns the leading blocks of seq now
  * known to the cache. */
 int kv_paged_prefix_register(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt);
+/* Registers the partly filled block holding positions up to
+ * min(n_tokens, n_pos) of seq as the tail of the chain before it (see
+ * Tails above); tokens are the ids at those positions, whose K/V must be
+ * computed. Nothing when that count is a multiple of block_tokens, when
+ * the full blocks before it are not all known to the cache, when the
+ * block is registered already, or when an older tail under the same
+ * prefix holds these ids already (then that one stays). Returns the ids
+ * registered (0: none). Call it just before the sequence is closed or
+ * stops writing: the block is immutable from then on. */
+int kv_paged_prefix_keep_tail(struct kv_paged *kv, int seq, const int32_t *tokens, int n_tokens, uint64_t salt);
 /* The chained hash of one block (see above). */
 uint64_t kv_paged_block_hash(uint64_t parent_hash, uint64_t salt, const int32_t *tokens, int n);
 
@@ -154,8 +181,9 @@ static inline bool kv_paged_block_registered(const struct kv_paged *kv, int32_t 
  * table entries naming it; the free list holds exactly the unregistered
  * blocks with no user and the LRU list exactly the registered ones with no
  * user, once each, its links both ways agreeing; the index maps exactly
- * the registered blocks, each under its own hash; every sequence's known
- * chain is no longer than its full blocks. For tests and debugging;
+ * the registered blocks, each under its own hash, each with 1..block_tokens
+ * ids (block_tokens unless it is a tail); every sequence's known chain is
+ * no longer than its full blocks. For tests and debugging;
  * O(blocks + table entries). */
 bool kv_paged_consistent(const struct kv_paged *kv);
 

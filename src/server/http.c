@@ -871,13 +871,10 @@ static bool load_model(struct server *s) {
     }
     load_chat_template(s);
     s->chat_strip_space = vocab_strips_space(s->tok);
-    int32_t nv = tokenizer_n_vocab(s->tok);
-    if (!(s->eog = malloc(sizeof *s->eog * (size_t)(nv > 0 ? nv : 1)))) return false;
-    for (int32_t id = 0; id < nv; id++)
-        if (tokenizer_is_eog(s->tok, id)) s->eog[s->n_eog++] = id;
+    if (!(s->eog = engine_eog_ids(s->tok, &s->n_eog))) return false;
 
     struct engine_config ec = engine_config_default();
-    s->n_ctx = s->cfg.n_ctx ? s->cfg.n_ctx : (s->model->hp.n_ctx_train < 8192 ? s->model->hp.n_ctx_train : 8192);
+    s->n_ctx = s->cfg.n_ctx ? s->cfg.n_ctx : engine_default_ctx(s->model);
     ec.n_ctx = s->n_ctx;
     ec.n_threads = s->cfg.n_threads;
     if (s->cfg.max_seqs) ec.max_seqs = s->cfg.max_seqs;

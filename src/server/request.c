@@ -466,12 +466,7 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     }
 
     /* sampling: OpenAI's defaults, then the fields given */
-    r->sp = sampler_params_default();
-    r->sp.temp = 1.0f;
-    r->sp.top_p = 1.0f;
-    r->sp.top_k = 0;
-    r->sp.min_p = 0.0f;
-    r->sp.seed = SAMPLER_SEED_RANDOM;
+    r->sp = sampler_params_openai();
     double d;
     if ((st = get_number(root, "temperature", 0, 2, &d, e)) == FIELD_BAD) return false;
     if (st == FIELD_OK) r->sp.temp = (float)d;

@@ -46,7 +46,7 @@ struct server_config {
                                 commas (a comma is never part of a bearer token) */
     const char *chat_template; /* NULL: the model's */
     int n_threads;
-    int n_ctx;               /* 0: the model's, at most 8192 */
+    int n_ctx;               /* 0: engine_default_ctx (the model's, at most 8192) */
     int64_t kv_mem_mib;      /* 0: see ctx_total */
     int64_t ctx_total;       /* KV pool in tokens (0: the engine's default) */
     int kv_type;             /* TENSOR_TYPE_F16, _Q8_0 or _F32 */
