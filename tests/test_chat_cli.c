@@ -279,6 +279,11 @@ TEST(chat_cli_reuses_the_cache_and_matches_a_fresh_run) {
         printf("    turn %d: prefilled %lld, reused %lld\n", t + 1, p, c);
     }
     CHECK_EQ_INT(want_reused[0], 0);
+    /* speculation (prompt lookup, as kvik run and kvik serve take it) gives the same greedy replies */
+    snprintf(args, sizeof args, "-m '%s' -t 2 --temp 0 -n %d --spec ngram", path, REPLY_TOKENS);
+    chat_run(r, args, input);
+    CHECK_EQ_INT(r->status, 0);
+    CHECK_STR(r->out, want);
     for (int t = 0; t < TURNS; t++) free((char *)msgs[2 * t + 1].content);
     free(r), free(want), free(ids), free(cache);
     lm_free(&l);

@@ -620,8 +620,7 @@ TEST(spec_run_bad_flags_and_vocabulary) {
     if (!test_default_model(path, sizeof path)) return;
     static char out[8192], err[8192];
     const char *bad[] = {"run -p hi --spec fast", "run -p hi --spec draft", "run -p hi --spec-max 0",
-                         "run -p hi --spec-max 17", "run -p hi --spec-ngram x", "run -p hi --spec ngram --model-draft x",
-                         "chat --spec ngram"};
+                         "run -p hi --spec-max 17", "run -p hi --spec-ngram x", "run -p hi --spec ngram --model-draft x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_MSG(test_run_kvik(bad[i], out, sizeof out, err, sizeof err) == 2, "%s: exit not 2", bad[i]);
         CHECK_MSG(strstr(err, "kvik ") == err && strchr(err, '\n') == err + strlen(err) - 1, "%s: stderr '%s'", bad[i],

@@ -42,6 +42,7 @@ static void usage(FILE *f) {
             "  -n N           at most N tokens per reply (default 1024)\n" GEN_USAGE_OPTIONS
             "  --system TEXT  a system message (default: the template's own, if any)\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"
+            GEN_USAGE_SPEC
             "With -s SEED, reply t (from 0) samples with seed SEED + t.\n"
             "A line ending in a backslash continues on the next line.\n");
 }
@@ -239,10 +240,6 @@ int cmd_chat(int argc, char **argv) {
     char pathbuf[4096];
     const char *path;
     if (!gen_opts_check(&o.g, "chat", pathbuf, sizeof pathbuf, &path)) return 2;
-    if (o.g.spec || o.g.model_draft) {
-        fprintf(stderr, "kvik chat: --spec and --model-draft are for kvik run and kvik serve\n");
-        return 2;
-    }
     if (!cli_model_exists(path, o.g.model, "chat")) return 1;
     struct kvik_err err = {0};
 
