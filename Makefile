@@ -17,7 +17,8 @@
 #                        (~/.cache/kvik/fixtures)
 #   make model           fetch the default model into the cache (~/.cache/kvik/models)
 #   make vocab           fetch cl100k_base's tiktoken ranks (~/.cache/kvik/vocab) for its tests
-#   make run             build, fetch the default model and generate a short text
+#   make run             make deps, then make generate: build, fetch the default
+#                        model and generate a short text
 #
 # Variables: CC, BUILD (output folder, default build), SAN=1 (sanitizers),
 # OPT (default -O2), KVIK_FIXTURES (the fixtures folder the tests read).
@@ -101,7 +102,7 @@ FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 .PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai
 all: $(STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
-.PHONY: lib check fixtures need-cc need-libs
+.PHONY: lib check fixtures generate need-cc need-libs
 lib: $(STATIC_LIB) $(SHARED_LIB)
 
 # What stops a build whose compiler or libraries are missing.
@@ -238,7 +239,10 @@ vocab: $(KVIK)
 	@scripts/fetch-vocab.sh $(KVIK) >/dev/null
 
 run: deps
-	+@$(MAKE) --no-print-directory all
+	+@$(MAKE) --no-print-directory generate
+
+# make run without make deps
+generate: all
 	@m=$$(scripts/fetch-model.sh) && $(KVIK) run -m "$$m" -p "The capital of France is" -n 32 --temp 0
 
 # The profiles of scripts/install-deps.sh: build (compiler, libraries),
