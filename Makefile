@@ -1,18 +1,27 @@
 # kvik — build, test, install.
 #
 #   make                 libkvik.a, libkvik.so.$(VERSION), the kvik command
-#   make test            build and run every test (prints "N passed, N failed")
+#   make test            make deps, fetch what the tests read (fixtures, model,
+#                        cl100k_base; skipped offline), then make check
+#   make check           build and run every test (prints "N passed, N failed")
+#                        with what is already installed and cached
 #   make asan            the same tests under AddressSanitizer + UBSan
 #   make fuzz            libFuzzer targets (clang), in build/fuzz/
 #   make fuzz-run        run each fuzz target for FUZZ_SECONDS (default 60)
 #   make install         PREFIX=/usr/local DESTDIR= : library, kvik.h, kvik.pc, kvik
-#   make deps            install the system packages the build needs (Debian)
+#   make deps            install the Debian packages of DEPS_PROFILES (default:
+#                        build test python) with scripts/install-deps.sh; the
+#                        only target that runs apt-get
+#   make lib             libkvik.a and libkvik.so only (needs no server library)
+#   make fixtures        fetch llama.cpp's vocabulary fixtures and chat templates
+#                        (~/.cache/kvik/fixtures)
 #   make model           fetch the default model into the cache (~/.cache/kvik/models)
 #   make vocab           fetch cl100k_base's tiktoken ranks (~/.cache/kvik/vocab) for its tests
-#   make run             build, fetch the default model and generate a short text
+#   make run             make deps, then make generate: build, fetch the default
+#                        model and generate a short text
 #
 # Variables: CC, BUILD (output folder, default build), SAN=1 (sanitizers),
-# OPT (default -O2).
+# OPT (default -O2), KVIK_FIXTURES (the fixtures folder the tests read).
 
 VERSION_MAJOR := 0
 VERSION_MINOR := 1
@@ -26,25 +35,26 @@ BUILD ?= build
 OPT ?= -O2
 OBJCOPY ?= objcopy
 
-# Missing compiler or make: install the Debian packages first.
-ifeq ($(shell command -v $(CC) >/dev/null 2>&1 && echo yes),)
-$(info kvik: $(CC) not found; running scripts/install-deps.sh build)
-$(shell scripts/install-deps.sh build >&2)
-endif
+# Nothing is installed while the Makefile is read: `make deps` installs.
+# A missing compiler or library stops the targets that need it, with a
+# message naming `make deps` (need-cc, need-libs below).
+HAVE_CC := $(shell command -v $(firstword $(CC)) >/dev/null 2>&1 && echo yes)
 
-# The server's libraries (Debian: libmicrohttpd-dev, libjansson-dev; the tests
-# also use libcurl4-openssl-dev), found with pkg-config.
+# The server's libraries (Debian: libmicrohttpd-dev, libjansson-dev; the load
+# generator and the tests also use libcurl4-openssl-dev), found with
+# pkg-config. libkvik needs none of them; the kvik command and the tests
+# need all three.
 PKG_CONFIG ?= pkg-config
 SERVER_PKGS := libmicrohttpd jansson
-ifeq ($(shell $(PKG_CONFIG) --exists $(SERVER_PKGS) libcurl 2>/dev/null && echo yes),)
-$(info kvik: libmicrohttpd, jansson or libcurl development files not found; running scripts/install-deps.sh build)
-$(shell scripts/install-deps.sh build >&2)
-endif
+MISSING_PKGS := $(strip $(foreach p,$(SERVER_PKGS) libcurl,$(if $(shell $(PKG_CONFIG) --exists $(p) 2>/dev/null && echo yes),,$(p))))
 SERVER_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SERVER_PKGS) 2>/dev/null)
 SERVER_LIBS := $(shell $(PKG_CONFIG) --libs $(SERVER_PKGS) 2>/dev/null)
 JSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
 CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
 CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+# order-only prerequisites: empty when the compiler and the libraries are there
+NEED_CC := $(if $(HAVE_CC),,need-cc)
+NEED_LIBS := $(NEED_CC) $(if $(MISSING_PKGS),need-libs)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -fPIC -pthread \
@@ -99,31 +109,42 @@ FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 	check-symbols example-check pytest api-checks
 all: $(STATIC_LIB) $(PUBLIC_STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
-$(BUILD)/obj/%_amx.o: %_amx.c
+.PHONY: lib check fixtures generate need-cc need-libs
+lib: $(STATIC_LIB) $(SHARED_LIB)
+
+# What stops a build whose compiler or libraries are missing.
+need-cc:
+	@echo "kvik: the C compiler '$(CC)' is not installed; run \`make deps\` (Debian, as root) or install it" >&2; exit 1
+need-libs:
+	@echo "kvik: pkg-config finds no development files for: $(MISSING_PKGS)." >&2; \
+	echo "kvik: the kvik command, the server, the load generator and the tests need them (libkvik does not: \`make lib\`);" >&2; \
+	echo "kvik: run \`make deps\` (Debian, as root) or install them" >&2; exit 1
+
+$(BUILD)/obj/%_amx.o: %_amx.c | $(NEED_CC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_AVX512) -mamx-tile -mamx-int8 -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%_avx512.o: %_avx512.c
+$(BUILD)/obj/%_avx512.o: %_avx512.c | $(NEED_CC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_AVX512) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%_avx2.o: %_avx2.c
+$(BUILD)/obj/%_avx2.o: %_avx2.c | $(NEED_CC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_AVX2) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/src/tools/loadgen/%.o: src/tools/loadgen/%.c
+$(BUILD)/obj/src/tools/loadgen/%.o: src/tools/loadgen/%.c | $(NEED_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/src/server/%.o: src/server/%.c
+$(BUILD)/obj/src/server/%.o: src/server/%.c | $(NEED_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c
+$(BUILD)/obj/tests/%.o: tests/%.c | $(NEED_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) $(CURL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(NEED_CC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
@@ -144,10 +165,10 @@ $(SHARED_LIB): $(LIB_OBJ)
 	ln -sf libkvik.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libkvik.so
 
-$(KVIK): $(CLI_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+$(KVIK): $(CLI_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) | $(NEED_LIBS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(JSON_LIBS) $(LDLIBS_ALL)
 
-$(TESTS): $(TEST_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB)
+$(TESTS): $(TEST_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) | $(NEED_LIBS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJ) $(SERVER_OBJ) $(LOADGEN_OBJ) $(STATIC_LIB) $(SERVER_LIBS) $(CURL_LIBS) $(LDLIBS_ALL)
 
 # A fake OpenAI-compatible server (the one the load-generator tests start),
@@ -156,15 +177,30 @@ fake-openai: $(FAKE_OPENAI)
 $(FAKE_OPENAI): $(BUILD)/obj/bench/fake-openai.o $(BUILD)/obj/tests/fake_openai.o
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(SERVER_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/obj/bench/%.o: bench/%.c
+$(BUILD)/obj/bench/%.o: bench/%.c | $(NEED_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SERVER_CFLAGS) -Itests -MMD -MP -c $< -o $@
 
-# The shared fixtures live beside the repository (../shared); tests that
-# need them skip with a message when they are absent.
-test: $(TESTS) $(KVIK)
+# make test: the packages of `make deps`, then the data the tests read,
+# fetched once into ~/.cache/kvik (offline: a message, and the tests that
+# need what is missing skip), then make check.
+test: deps
+	@scripts/fetch-fixtures.sh >/dev/null || echo "kvik: fixtures not fetched; the tests read $(SHARED_FIXTURES) or skip" >&2
+	@scripts/fetch-model.sh >/dev/null || echo "kvik: default model not fetched; its tests skip" >&2
+	@scripts/fetch-vocab.sh >/dev/null || echo "kvik: cl100k_base not fetched; its parity test skips" >&2
+	+@$(MAKE) --no-print-directory check
+
+# The tests' fixtures: $(KVIK_FIXTURES) when set, else the fetched copy
+# (make fixtures), else the shared folder beside the repository.
+SHARED_FIXTURES := $(abspath ../shared/fixtures)
+check: $(TESTS) $(KVIK)
+	@fx='$(KVIK_FIXTURES)'; [ -n "$$fx" ] || fx=$$(scripts/fetch-fixtures.sh --cached) || fx='$(SHARED_FIXTURES)'; \
+	echo "KVIK_FIXTURES=$$fx $(TESTS) $(TEST_ARGS)"; \
 	KVIK_NO_RECORD=1 KVIK_BIN=$(abspath $(KVIK)) KVIK_TEST_DATA=$(abspath tests/data) \
-	KVIK_FIXTURES=$(abspath ../shared/fixtures) $(TESTS) $(TEST_ARGS)
+	KVIK_FIXTURES="$$fx" $(TESTS) $(TEST_ARGS)
+
+fixtures:
+	@scripts/fetch-fixtures.sh
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
@@ -178,7 +214,7 @@ FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_SECONDS ?= 60
 
 fuzz:
-	@scripts/install-deps.sh fuzz
+	@scripts/install-deps.sh --check fuzz || { echo "kvik: run \`make deps DEPS_PROFILES=fuzz\`" >&2; exit 1; }
 	$(MAKE) $(FUZZ_BINS)
 
 $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LOADGEN_PURE_SRC) $(SERVER_PURE_SRC) $(wildcard src/*/*.h src/*/*/*.h)
@@ -282,11 +318,19 @@ model:
 vocab: $(KVIK)
 	@scripts/fetch-vocab.sh $(KVIK) >/dev/null
 
-run: all
+run: deps
+	+@$(MAKE) --no-print-directory generate
+
+# make run without make deps
+generate: all
 	@m=$$(scripts/fetch-model.sh) && $(KVIK) run -m "$$m" -p "The capital of France is" -n 32 --temp 0
 
+# The profiles of scripts/install-deps.sh: build (compiler, libraries),
+# test (promtool, python3-venv, unicode-data), python (pip, for fetching);
+# fuzz (clang, libFuzzer) on request.
+DEPS_PROFILES ?= build test python
 deps:
-	scripts/install-deps.sh build fuzz
+	@scripts/install-deps.sh $(DEPS_PROFILES)
 
 clean:
 	rm -rf build

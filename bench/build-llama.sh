@@ -6,6 +6,8 @@
 # repository, in $KVIK_PEER_DIR (default ~/.cache/kvik/peer), one build
 # folder per tool; a second run is a no-op. Prints the program's path.
 # bench/build-llama-bench.sh and bench/build-llama-server.sh call this.
+# scripts/fetch-fixtures.sh takes the tests' vocabulary files from the same
+# sdist in the same folder.
 #
 # llama.cpp gets every instruction set this machine has that it can use:
 # AVX-512 (F, BW, DQ, VL, VBMI, VNNI, BF16), AVX-VNNI, AVX2, FMA, F16C, BMI2.

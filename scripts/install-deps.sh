@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# install-deps.sh PROFILE... — install the Debian packages a profile needs, if
-# missing. Profiles: build (C compiler, make, pkg-config and the server's
-# libraries: libmicrohttpd, jansson, libcurl for the HTTP tests and the load
-# generator), fuzz (clang + libFuzzer runtime), python (python3 + pip, for
-# golden-data scripts and model fetching), test (what `make test` uses when
+# install-deps.sh [--check] PROFILE... — install the Debian packages a
+# profile needs, if missing (`make deps` runs it). Profiles: build (C
+# compiler, make, pkg-config and the server's libraries: libmicrohttpd,
+# jansson, libcurl for the HTTP tests and the load generator), fuzz (clang +
+# libFuzzer runtime), python (python3 + pip, for golden-data scripts and
+# fetching the model and the fixtures), test (what `make test` uses when
 # present: promtool from the prometheus package to check /metrics, python3
-# with venv for the OpenAI-client test of `kvik serve`).
+# with venv for the OpenAI-client test of `kvik serve`, the Unicode
+# Character Database's NormalizationTest.txt from unicode-data, bzip2 to
+# read it).
+#
+# --check: install nothing; name the missing packages on stderr and exit 1
+# when some are missing, 0 when none are.
 set -eu
+check_only=0
+if [ "${1:-}" = --check ]; then check_only=1; shift; fi
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 for p in "$@"; do
@@ -24,6 +32,8 @@ for p in "$@"; do
       have_cmd promtool || need+=(prometheus)
       have_cmd python3 || need+=(python3)
       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+      ls /usr/share/unicode/NormalizationTest.txt* >/dev/null 2>&1 || need+=(unicode-data)
+      have_cmd bzcat || need+=(bzip2)
       ;;
     fuzz)
       have_cmd clang || need+=(clang)
@@ -38,6 +48,10 @@ for p in "$@"; do
   esac
 done
 [ ${#need[@]} -eq 0 ] && exit 0
+if [ $check_only = 1 ]; then
+  echo "install-deps.sh: missing Debian packages: ${need[*]}" >&2
+  exit 1
+fi
 if [ "$(id -u)" != 0 ]; then
   echo "install-deps.sh: missing packages: ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2
   exit 1
