@@ -248,8 +248,9 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/bin/kvik
 
 # ---- the public API's checks ----
-# make test runs them before the suite unless TEST_ARGS picks tests or
-# SAN=1 (the checks link programs without the sanitizers).
+# make check (and so make test) runs them before the suite unless
+# TEST_ARGS picks tests or SAN=1 (the checks link programs without the
+# sanitizers).
 #   make check-symbols   libkvik.so and libkvik.a define only kvik_ symbols
 #   make example-check   examples/generate.c against an installed kvik
 #   make pytest          the Python package's tests (python/tests)
@@ -310,7 +311,7 @@ pytest: $(SHARED_LIB) $(KVIK)
 	KVIK_LIB=$(abspath $(SHARED_LIB)) KVIK_BIN=$(abspath $(KVIK)) "$$py" -m pytest -q -p no:cacheprovider python/tests
 
 api-checks: check-symbols example-check pytest
-test: $(if $(TEST_ARGS)$(filter 1,$(SAN)),,api-checks)
+check: $(if $(TEST_ARGS)$(filter 1,$(SAN)),,api-checks)
 
 model:
 	@scripts/fetch-model.sh >/dev/null
