@@ -315,5 +315,9 @@ struct gguf {
 
 /* Index of name in a hash set; -1 if absent. */
 int64_t gguf_names_find(const struct gguf_names *set, const char *name, uint64_t len);
+/* Inserts name (borrowed: it must outlive the set) under index into a set
+ * with a free slot; returns the index already there for a duplicate, else
+ * -1. */
+int64_t gguf_names_insert(struct gguf_names *set, const char *name, uint64_t len, int64_t index);
 
 #endif /* KVIK_GGUF_H */

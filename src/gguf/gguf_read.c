@@ -85,13 +85,7 @@ static void *g_alloc(struct gguf *g, uint64_t n, size_t elem) {
     return p;
 }
 
-/* ---- hash sets of names ------------------------------------------------- */
-
-static uint64_t hash_name(const char *s, uint64_t len) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (uint64_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    return h;
-}
+/* ---- hash sets of names (gguf_names.c): their slots --------------------- */
 
 static bool names_init(struct gguf *g, struct gguf_names *set, uint64_t count) {
     uint64_t slots = 2;
@@ -99,27 +93,6 @@ static bool names_init(struct gguf *g, struct gguf_names *set, uint64_t count) {
     set->slots = g_alloc(g, slots, sizeof *set->slots);
     set->mask = slots - 1;
     return set->slots != NULL;
-}
-
-int64_t gguf_names_find(const struct gguf_names *set, const char *name, uint64_t len) {
-    if (!set->slots) return -1;
-    for (uint64_t i = hash_name(name, len) & set->mask;; i = (i + 1) & set->mask) {
-        const struct gguf_slot *s = &set->slots[i];
-        if (!s->name) return -1;
-        if (s->len == len && memcmp(s->name, name, len) == 0) return s->index;
-    }
-}
-
-/* Inserts name; returns the index already there for a duplicate, else -1. */
-static int64_t names_insert(struct gguf_names *set, const char *name, uint64_t len, int64_t index) {
-    for (uint64_t i = hash_name(name, len) & set->mask;; i = (i + 1) & set->mask) {
-        struct gguf_slot *s = &set->slots[i];
-        if (!s->name) {
-            *s = (struct gguf_slot){name, len, index};
-            return -1;
-        }
-        if (s->len == len && memcmp(s->name, name, len) == 0) return s->index;
-    }
 }
 
 /* ---- the cursor: bounds-checked little-endian reads ------------------- */
@@ -320,7 +293,7 @@ static kvik_status parse_kvs(struct cursor *c, struct gguf *g) {
         char shown[64];
         show_name(shown, sizeof shown, (const uint8_t *)kv->key, kv->key_len);
         snprintf(c->where, sizeof c->where, "kv[%lld] '%s'", (long long)i, shown);
-        int64_t dup = names_insert(&g->keys, kv->key, kv->key_len, i);
+        int64_t dup = gguf_names_insert(&g->keys, kv->key, kv->key_len, i);
         if (dup >= 0)
             return fail(c, "duplicate key at offset %llu (first set by kv[%lld])",
                         (unsigned long long)key_off, (long long)dup);
@@ -357,7 +330,7 @@ static kvik_status parse_tensor_info(struct cursor *c, struct gguf *g, int64_t i
     char shown[64];
     show_name(shown, sizeof shown, (const uint8_t *)t->name, len);
     snprintf(c->where, sizeof c->where, "tensor[%lld] '%s'", (long long)i, shown);
-    int64_t dup = names_insert(&g->tensor_names, t->name, len, i);
+    int64_t dup = gguf_names_insert(&g->tensor_names, t->name, len, i);
     if (dup >= 0)
         return fail(c, "duplicate tensor name at offset %llu (first used by tensor[%lld])",
                     (unsigned long long)name_off, (long long)dup);

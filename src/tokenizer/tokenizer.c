@@ -1,7 +1,7 @@
 /*
  * tokenizer.c — loading a vocabulary from GGUF metadata (byte-level BPE,
- * SentencePiece BPE or WordPiece), lookups, and decoding ids back to bytes
- * (whole or streamed).
+ * SentencePiece BPE or WordPiece) and decoding ids back to bytes (whole or
+ * streamed). Lookups by text or id are in vocab.c.
  *
  * Byte-level BPE stores every token as text over a 256-character alphabet:
  * byte b is written as the code point GPT-2's bytes_to_unicode gives it —
@@ -66,37 +66,6 @@ static int cp_to_byte(uint32_t cp) {
         return (int)cp;
     if (cp >= 0x100 && cp < 0x100 + 68) return others[cp - 0x100];
     return -1;
-}
-
-/* ---- vocabulary hash ---------------------------------------------------- */
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-    const uint8_t *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001B3ull; /* FNV-1a */
-    return h;
-}
-#define HASH_SEED 0xCBF29CE484222325ull
-
-static inline const char *tok_text(const struct tokenizer *tok, int32_t id, size_t *len) {
-    *len = (size_t)(tok->text_off[id + 1] - tok->text_off[id] - 1);
-    return tok->text + tok->text_off[id];
-}
-
-/* Id of the token whose text is a[0..na) followed by b[0..nb); -1 if none. */
-static int32_t vocab_find2(const struct tokenizer *tok, const char *a, size_t na, const char *b,
-                           size_t nb) {
-    uint64_t h = hash_bytes(hash_bytes(HASH_SEED, a, na), b, nb);
-    for (uint64_t i = h & tok->vocab_mask;; i = (i + 1) & tok->vocab_mask) {
-        int32_t id = tok->vocab[i];
-        if (id < 0) return -1;
-        size_t len;
-        const char *t = tok_text(tok, id, &len);
-        if (len == na + nb && memcmp(t, a, na) == 0 && memcmp(t + na, b, nb) == 0) return id;
-    }
-}
-
-int32_t tokenizer_find(const struct tokenizer *tok, const char *text, size_t len) {
-    return vocab_find2(tok, text, len, "", 0);
 }
 
 static uint64_t table_size(uint64_t n) {
@@ -380,15 +349,7 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->text_off[nv] = off;
     tok->piece_off[nv] = poff;
     /* hash; the first of duplicate texts wins */
-    for (uint64_t i = 0; i < nv; i++) {
-        size_t len;
-        const char *t = tok_text(tok, (int32_t)i, &len);
-        if (vocab_find2(tok, t, len, "", 0) >= 0) continue;
-        uint64_t h = hash_bytes(HASH_SEED, t, len);
-        uint64_t j = h & tok->vocab_mask;
-        while (tok->vocab[j] >= 0) j = (j + 1) & tok->vocab_mask;
-        tok->vocab[j] = (int32_t)i;
-    }
+    for (uint64_t i = 0; i < nv; i++) vocab_insert(tok, (int32_t)i);
 
     /* single bytes: byte-level characters, or "<0xAB>" byte tokens */
     for (int b = 0; b < 256; b++) {
@@ -529,15 +490,6 @@ size_t tokenizer_max_piece_len(const struct tokenizer *tok) { return tok->max_pi
 
 bool tokenizer_is_eog(const struct tokenizer *tok, int32_t id) {
     return id >= 0 && id < tok->n_vocab && (tok->flags[id] & TOKFLAG_EOG);
-}
-
-const char *tokenizer_token_text(const struct tokenizer *tok, int32_t id) {
-    if (id < 0 || id >= tok->n_vocab) return NULL;
-    return tok->text + tok->text_off[id];
-}
-
-int tokenizer_token_type(const struct tokenizer *tok, int32_t id) {
-    return id < 0 || id >= tok->n_vocab ? -1 : tok->type[id];
 }
 
 /* ---- decoding ----------------------------------------------------------- */

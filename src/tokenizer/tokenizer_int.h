@@ -1,8 +1,8 @@
 /*
  * tokenizer_int.h — the layout of a loaded tokenizer, shared by the
- * tokenizer module's files (tokenizer.c: loading, lookups, decoding;
- * bpe.c: encoding; pretok.c: pre-tokenizer scanners; spm.c: SentencePiece
- * BPE; wordpiece.c: WordPiece). Not for other modules.
+ * tokenizer module's files (tokenizer.c: loading, decoding; vocab.c:
+ * lookups; bpe.c: encoding; pretok.c: pre-tokenizer scanners; spm.c:
+ * SentencePiece BPE; wordpiece.c: WordPiece). Not for other modules.
  *
  * Everything lives in a few owned arrays built once by tokenizer_load and
  * read-only afterwards:
@@ -112,6 +112,20 @@ struct tokenizer {
     uint64_t cache_uid;      /* identity in the per-thread word caches (bpe.c): 0 until the
                                 first encode gives it one; loaders must leave it zero */
 };
+
+/* Token id's vocabulary text (NUL-terminated) and its length in *len. */
+static inline const char *tok_text(const struct tokenizer *tok, int32_t id, size_t *len) {
+    *len = (size_t)(tok->text_off[id + 1] - tok->text_off[id] - 1);
+    return tok->text + tok->text_off[id];
+}
+
+/* The vocabulary hash (vocab.c). vocab_find2: id of the token whose text is
+ * a[0..na) followed by b[0..nb); -1 if none. vocab_insert: adds token id
+ * under its text unless a token with that text is there already (the first
+ * of duplicate texts wins); the table has a free slot. */
+int32_t vocab_find2(const struct tokenizer *tok, const char *a, size_t na, const char *b,
+                    size_t nb);
+void vocab_insert(struct tokenizer *tok, int32_t id);
 
 /* Appends id to out[0..max) at *count (counting past max, like snprintf). */
 static inline void tok_put(int32_t *out, int64_t max, int64_t *count, int32_t id) {
