@@ -23,7 +23,14 @@ struct watch_conn {
     int64_t deadline;       /* ns on the monotonic clock; HEADERS and BODY only */
     bool line_seen;         /* the current request's line has arrived */
     bool reused;            /* a response was sent on it (kept alive since) */
+    bool lingering;         /* CUT with a reply: only the sending side is shut, until deadline */
 };
+
+/* How long a cut connection with a reply keeps reading before its socket
+ * is shut down for good: bytes the client sends meanwhile are read and
+ * dropped, where a socket shut for reading would answer them with a reset
+ * that can destroy the reply before the client reads it. */
+#define WATCH_LINGER_NS 1000000000
 
 struct watchdog {
     pthread_mutex_t mu;
@@ -45,8 +52,10 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* With w->mu held: writes reply (if any) and shuts the socket down. A
- * slow reader's full buffer drops the reply, never blocks the caller. */
+/* With w->mu held: writes reply (if any) and shuts the socket down: with
+ * a reply only its sending side, the rest after WATCH_LINGER_NS (the
+ * thread's scan). A slow reader's full buffer drops the reply, never
+ * blocks the caller. */
 static void cut_locked(struct watchdog *w, struct watch_conn *c, const char *reply, size_t len,
                        enum watch_cut why) {
     size_t off = 0;
@@ -56,7 +65,14 @@ static void cut_locked(struct watchdog *w, struct watch_conn *c, const char *rep
         else if (k < 0 && errno == EINTR) continue;
         else break;
     }
-    shutdown(c->fd, SHUT_RDWR);
+    if (reply && off > 0) {
+        shutdown(c->fd, SHUT_WR);
+        c->lingering = true;
+        c->deadline = now_ns() + WATCH_LINGER_NS;
+        if (c->deadline < w->wake) w->wake = c->deadline;
+    } else {
+        shutdown(c->fd, SHUT_RDWR);
+    }
     c->phase = PHASE_CUT;
     atomic_fetch_add(&w->cuts[why], 1);
 }
@@ -77,12 +93,22 @@ static void *watch_main(void *arg) {
     while (!w->stop) {
         int64_t now = now_ns(), next = now + 1000000000; /* at least once a second */
         for (struct watch_conn *c = w->head; c; c = c->next) {
+            if (c->lingering) {
+                if (c->deadline <= now) {
+                    shutdown(c->fd, SHUT_RDWR);
+                    c->lingering = false;
+                } else if (c->deadline < next) {
+                    next = c->deadline;
+                }
+                continue;
+            }
             if (c->phase != PHASE_HEADERS && c->phase != PHASE_BODY) continue;
             if (c->deadline <= now) {
                 bool body = c->phase == PHASE_BODY;
                 bool answer = body || c->line_seen || !c->reused;
                 cut_locked(w, c, answer ? w->reply : NULL, w->reply_len,
                            body ? WATCH_CUT_BODY : answer ? WATCH_CUT_HEADERS : WATCH_CUT_IDLE);
+                if (c->lingering && c->deadline < next) next = c->deadline;
             } else if (c->deadline < next) {
                 next = c->deadline;
             }

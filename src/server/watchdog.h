@@ -10,7 +10,9 @@
  * of the headers. One thread sleeps until the nearest deadline; a
  * connection past its deadline gets a fixed reply (408) written to its
  * socket and the socket shut down, which ends the connection in
- * libmicrohttpd's thread.
+ * libmicrohttpd's thread: first its sending side (the client reads the
+ * reply and an end of file; what it still sends is read and dropped),
+ * the rest a second later (a lingering close).
  *
  * A connection moves through these phases, each move made by the thread
  * that serves it (libmicrohttpd's callbacks):
