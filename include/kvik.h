@@ -10,12 +10,18 @@
  * aborts or exits on bad input.
  *
  * API v1 (below the GGUF part): models, tokens, chat templates and the
- * serving engine. Parameter structs start with `size_t size`, which the
- * kvik_*_default_params() functions set to the struct's size in the
- * header the caller compiled against; the library reads only the fields
- * that lie within `size` (the others keep their defaults), so a program
- * built against an older kvik.h keeps working when fields are added at the
- * end. Event structs the library hands to callbacks carry the same field:
+ * serving engine. Parameter structs start with `size_t size`, the size of
+ * the struct in the header the caller compiled against. Fields are only
+ * ever added at the end, and the library reads only the fields that lie
+ * wholly within `size` (the others take the library's defaults), so a
+ * program built against an older kvik.h keeps working with a newer
+ * library, and one built against a newer kvik.h with an older library.
+ * kvik_X_params_init(p, size) is the library's: it writes the defaults
+ * into the first min(size, the library's sizeof) bytes of *p, sets
+ * p->size = size, and touches nothing past that. kvik_X_default_params()
+ * is inline here: it runs in the caller's code, calls the init with the
+ * caller's sizeof, and returns the struct by value in the caller's layout.
+ * Event structs the library hands to callbacks carry the same field:
  * read only fields within ev->size. Strings are UTF-8; memory the library
  * allocates for the caller is released with kvik_free.
  */
@@ -96,7 +102,15 @@ struct kvik_model_params {
                                   "chatml", "llama3", "gemma", "mistral", "phi3" */
 };
 
-KVIK_API struct kvik_model_params kvik_model_default_params(void);
+/* The defaults into *p, which is `size` bytes (sizeof *p), as kvik.h's
+ * opening comment says; nothing is written when p is NULL or size is less
+ * than sizeof(size_t). The same holds for every kvik_*_params_init. */
+KVIK_API void kvik_model_params_init(struct kvik_model_params *p, size_t size);
+static inline struct kvik_model_params kvik_model_default_params(void) {
+    struct kvik_model_params p = {0};
+    kvik_model_params_init(&p, sizeof p);
+    return p;
+}
 
 /*
  * The file a model argument names, written to buf (NUL-terminated): a path
@@ -237,7 +251,12 @@ struct kvik_sampling_params {
 };
 
 /* The defaults of `kvik run` and llama.cpp's command line. */
-KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void);
+KVIK_API void kvik_sampling_params_init(struct kvik_sampling_params *p, size_t size);
+static inline struct kvik_sampling_params kvik_sampling_default_params(void) {
+    struct kvik_sampling_params p = {0};
+    kvik_sampling_params_init(&p, sizeof p);
+    return p;
+}
 
 /* ---- engine ---------------------------------------------------------- */
 
@@ -268,7 +287,12 @@ struct kvik_engine_params {
     bool prefix_cache;        /* reuse the K/V of earlier requests' full blocks */
 };
 
-KVIK_API struct kvik_engine_params kvik_engine_default_params(void);
+KVIK_API void kvik_engine_params_init(struct kvik_engine_params *p, size_t size);
+static inline struct kvik_engine_params kvik_engine_default_params(void) {
+    struct kvik_engine_params p = {0};
+    kvik_engine_params_init(&p, sizeof p);
+    return p;
+}
 
 /* Starts an engine over model (which must outlive it); params NULL:
  * defaults. KVIK_ERR_INVALID_ARG for a bad parameter, KVIK_ERR_NOMEM when
@@ -349,7 +373,12 @@ struct kvik_request_params {
     void *user;               /* passed to on_event */
 };
 
-KVIK_API struct kvik_request_params kvik_request_default_params(void);
+KVIK_API void kvik_request_params_init(struct kvik_request_params *p, size_t size);
+static inline struct kvik_request_params kvik_request_default_params(void) {
+    struct kvik_request_params p = {0};
+    kvik_request_params_init(&p, sizeof p);
+    return p;
+}
 
 /*
  * Queues a request for prompt[0..n_prompt) (copied); *id receives its id

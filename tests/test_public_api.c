@@ -4,7 +4,8 @@
  * tokenize/detokenize against `kvik tokenize`, the streaming detokenizer
  * on a character split across tokens, greedy generation against `kvik run
  * --temp 0`, streaming events, cancellation, stopping from the callback,
- * and parameter structs of an older, smaller size.
+ * and parameter structs of an older, smaller size and of a newer, larger
+ * one (kvik_*_params_init and their use).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -454,6 +455,134 @@ TEST(public_api_params_size) {
     CHECK_STR(got, want);
     kvik_free(got);
     kvik_free(want);
+    kvik_engine_free(e);
+}
+
+/* The bytes of p[from..to) all equal b. */
+static bool bytes_are(const void *p, size_t from, size_t to, unsigned char b) {
+    for (size_t i = from; i < to; i++)
+        if (((const unsigned char *)p)[i] != b) return false;
+    return true;
+}
+
+TEST(public_api_params_init) {
+    /* an older caller's struct that ends before max_queue, with garbage
+       past it: the init writes only the bytes within the size */
+    size_t old_size = offsetof(struct kvik_engine_params, max_queue);
+    unsigned char buf[sizeof(struct kvik_engine_params) + 64];
+    memset(buf, 0xA5, sizeof buf);
+    kvik_engine_params_init((struct kvik_engine_params *)buf, old_size);
+    struct kvik_engine_params got, def = kvik_engine_default_params();
+    memcpy(&got, buf, sizeof got);
+    CHECK_EQ_INT(got.size, old_size);
+    CHECK_EQ_INT(got.max_seqs, def.max_seqs);
+    CHECK_EQ_INT(got.prefill_chunk, def.prefill_chunk);
+    CHECK(bytes_are(buf, old_size, sizeof buf, 0xA5));
+    /* too small to hold its size, or NULL: nothing written */
+    memset(buf, 0xA5, sizeof buf);
+    kvik_engine_params_init((struct kvik_engine_params *)buf, sizeof(size_t) - 1);
+    CHECK(bytes_are(buf, 0, sizeof buf, 0xA5));
+    kvik_engine_params_init(NULL, sizeof def);
+
+    /* a newer caller's bigger struct: the library's fields get their
+       defaults, size is the caller's, and the caller's new field is left
+       as it was */
+    struct {
+        struct kvik_request_params p;
+        int64_t future_field;
+    } newer;
+    memset(&newer, 0xA5, sizeof newer);
+    newer.future_field = 42;
+    kvik_request_params_init(&newer.p, sizeof newer);
+    CHECK_EQ_INT(newer.p.size, sizeof newer);
+    CHECK_EQ_INT(newer.p.n, 1);
+    CHECK_EQ_INT(newer.p.max_tokens, 0);
+    CHECK(newer.p.sampling == NULL && newer.p.on_event == NULL);
+    CHECK_EQ_INT(newer.future_field, 42);
+    struct {
+        struct kvik_sampling_params p;
+        double future[4];
+    } snew;
+    memset(&snew, 0xA5, sizeof snew);
+    kvik_sampling_params_init(&snew.p, sizeof snew);
+    struct kvik_sampling_params sdef = kvik_sampling_default_params();
+    CHECK_EQ_INT(snew.p.size, sizeof snew);
+    CHECK_EQ_INT(sdef.size, sizeof sdef);
+    CHECK(snew.p.temperature == sdef.temperature && snew.p.top_k == sdef.top_k && snew.p.seed == sdef.seed);
+    CHECK(bytes_are(&snew, sizeof snew.p, sizeof snew, 0xA5));
+
+    /* model params of a caller that knows only size: chat_template past it
+       is garbage and never read */
+    struct kvik_model_params mp;
+    memset(&mp, 0xA5, sizeof mp);
+    kvik_model_params_init(&mp, sizeof(size_t));
+    CHECK_EQ_INT(mp.size, sizeof(size_t));
+    CHECK(kvik_model_default_params().chat_template == NULL);
+    kvik_model *m = api_model();
+    if (!m) return;
+    char model[1024], err[512];
+    test_default_model(model, sizeof model);
+    kvik_model *m2 = NULL;
+    REQUIRE(kvik_model_open(model, &mp, &m2, err, sizeof err) == KVIK_OK);
+    CHECK_STR(kvik_model_chat_template(m2), "chatml");
+    kvik_model_close(m2);
+
+    /* engines from both: the old one's garbage is not read, the newer one's
+       size is accepted */
+    memset(buf, 0xA5, sizeof buf);
+    struct kvik_engine_params *op = (struct kvik_engine_params *)buf;
+    kvik_engine_params_init(op, old_size);
+    op->n_threads = 2;
+    op->max_seqs = 2;
+    op->max_batch_tokens = 64;
+    kvik_engine *e = NULL;
+    REQUIRE(kvik_engine_new(m, op, &e, err, sizeof err) == KVIK_OK);
+    kvik_engine_free(e);
+    struct {
+        struct kvik_engine_params p;
+        int64_t future_field;
+    } enew;
+    memset(&enew, 0xA5, sizeof enew);
+    kvik_engine_params_init(&enew.p, sizeof enew);
+    enew.p.n_threads = 2;
+    enew.p.max_seqs = 2;
+    enew.p.kv_mem_mib = 16;
+    enew.p.kv_type = KVIK_KV_F32;
+    e = NULL;
+    REQUIRE(kvik_engine_new(m, &enew.p, &e, err, sizeof err) == KVIK_OK);
+
+    /* requests from both, greedy: the same text */
+    char *a = NULL, *b = NULL;
+    memset(&snew, 0xA5, sizeof snew);
+    kvik_sampling_params_init(&snew.p, sizeof snew);
+    snew.p.temperature = 0;
+    memset(&newer, 0xA5, sizeof newer);
+    kvik_request_params_init(&newer.p, sizeof newer);
+    newer.p.max_tokens = 8;
+    newer.p.sampling = &snew.p;
+    REQUIRE(kvik_generate(e, "The capital of France is", &newer.p, &a, NULL, err, sizeof err) == KVIK_OK);
+    unsigned char rbuf[sizeof(struct kvik_request_params) + 32];
+    memset(rbuf, 0xA5, sizeof rbuf);
+    struct kvik_request_params *orp = (struct kvik_request_params *)rbuf;
+    kvik_request_params_init(orp, offsetof(struct kvik_request_params, top_logprobs));
+    CHECK(bytes_are(rbuf, offsetof(struct kvik_request_params, top_logprobs), sizeof rbuf, 0xA5));
+    orp->max_tokens = 8;
+    /* sampling lies past the old size: the library's defaults, so greedy
+       comes from an old sampling struct of its own */
+    kvik_finish fin = KVIK_FINISH_NONE;
+    REQUIRE(kvik_generate(e, "The capital of France is", orp, &b, &fin, err, sizeof err) == KVIK_OK);
+    CHECK(fin == KVIK_FINISH_LENGTH || fin == KVIK_FINISH_STOP);
+    kvik_free(b);
+    /* the newer caller's greedy text is that of today's structs */
+    struct kvik_sampling_params sp = kvik_sampling_default_params();
+    sp.temperature = 0;
+    struct kvik_request_params rp = kvik_request_default_params();
+    rp.max_tokens = 8;
+    rp.sampling = &sp;
+    REQUIRE(kvik_generate(e, "The capital of France is", &rp, &b, NULL, err, sizeof err) == KVIK_OK);
+    CHECK_STR(a, b);
+    kvik_free(a);
+    kvik_free(b);
     kvik_engine_free(e);
 }
 

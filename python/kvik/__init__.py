@@ -77,11 +77,11 @@ class Model:
         self._L = L
         self._m = None
         self._e = None
-        p = L.kvik_model_default_params()
+        p = _lib.params(L, _lib.ModelParams)
         if chat_template is not None:
             self._chat_template_arg = chat_template.encode()
             p.chat_template = self._chat_template_arg
-        ep = L.kvik_engine_default_params()
+        ep = _lib.params(L, _lib.EngineParams)
         for name, value in (("n_threads", n_threads), ("n_ctx", n_ctx), ("max_seqs", max_seqs),
                             ("kv_mem_mib", kv_mem_mib)):
             if value is not None:
@@ -193,7 +193,7 @@ class Model:
 
     def _request(self, max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, seed):
         L = self._L
-        sp = L.kvik_sampling_default_params()
+        sp = _lib.params(L, _lib.SamplingParams)
         for name, value in (("temperature", temperature), ("top_p", top_p), ("min_p", min_p),
                             ("repeat_penalty", repeat_penalty)):
             if value is not None:
@@ -202,7 +202,7 @@ class Model:
             sp.top_k = int(top_k)
         if seed is not None:
             sp.seed = int(seed)
-        rp = L.kvik_request_default_params()
+        rp = _lib.params(L, _lib.RequestParams)
         if max_tokens is not None:
             rp.max_tokens = int(max_tokens)
         rp.sampling = ctypes.pointer(sp)

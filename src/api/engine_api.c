@@ -36,10 +36,10 @@ _Static_assert(KVIK_SEED_RANDOM == SAMPLER_SEED_RANDOM, "the same random-seed va
 
 /* ---- parameters --------------------------------------------------------- */
 
-KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void) {
+KVIK_API void kvik_sampling_params_init(struct kvik_sampling_params *p, size_t size) {
     struct sampler_params d = sampler_params_default();
-    return (struct kvik_sampling_params){
-        .size = sizeof(struct kvik_sampling_params),
+    struct kvik_sampling_params lib = {
+        .size = sizeof lib,
         .temperature = d.temp,
         .top_k = d.top_k,
         .top_p = d.top_p,
@@ -50,6 +50,7 @@ KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void) {
         .presence_penalty = d.presence_penalty,
         .seed = d.seed,
     };
+    API_INIT(p, size, &lib);
 }
 
 /* The sampler's parameters from the caller's (NULL: the defaults). */
@@ -82,10 +83,10 @@ static kvik_status take_sampling(const struct kvik_sampling_params *in, struct s
     return sampler_params_validate(out, e);
 }
 
-KVIK_API struct kvik_engine_params kvik_engine_default_params(void) {
+KVIK_API void kvik_engine_params_init(struct kvik_engine_params *p, size_t size) {
     struct engine_config d = engine_config_default();
-    return (struct kvik_engine_params){
-        .size = sizeof(struct kvik_engine_params),
+    struct kvik_engine_params lib = {
+        .size = sizeof lib,
         .n_threads = d.n_threads,
         .n_ctx = d.n_ctx,
         .max_seqs = d.max_seqs,
@@ -96,10 +97,12 @@ KVIK_API struct kvik_engine_params kvik_engine_default_params(void) {
         .kv_type = d.kv_type,
         .prefix_cache = d.prefix_cache,
     };
+    API_INIT(p, size, &lib);
 }
 
-KVIK_API struct kvik_request_params kvik_request_default_params(void) {
-    return (struct kvik_request_params){.size = sizeof(struct kvik_request_params), .n = 1};
+KVIK_API void kvik_request_params_init(struct kvik_request_params *p, size_t size) {
+    struct kvik_request_params lib = {.size = sizeof lib, .n = 1};
+    API_INIT(p, size, &lib);
 }
 
 KVIK_API const char *kvik_finish_string(kvik_finish f) {

@@ -10,8 +10,9 @@
 
 KVIK_API void kvik_free(void *p) { free(p); }
 
-KVIK_API struct kvik_model_params kvik_model_default_params(void) {
-    return (struct kvik_model_params){.size = sizeof(struct kvik_model_params)};
+KVIK_API void kvik_model_params_init(struct kvik_model_params *p, size_t size) {
+    struct kvik_model_params lib = {.size = sizeof lib};
+    API_INIT(p, size, &lib);
 }
 
 /* The chat template the params name, else the model's own if kvik
