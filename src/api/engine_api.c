@@ -351,6 +351,9 @@ struct api_wait {
     void *user;
 };
 
+/* Collects the text into the waiter w. w lives on the waiting thread's
+ * stack: once the final event has set w->done and the mutex is unlocked,
+ * the waiter may have returned, so nothing of w is touched after that. */
 static bool wait_event(void *user, const struct kvik_event *ev) {
     struct api_wait *w = user;
     bool go_on = true;
@@ -373,8 +376,9 @@ static bool wait_event(void *user, const struct kvik_event *ev) {
         w->done = true;
         pthread_cond_signal(&w->cv);
     }
+    bool ret = go_on && !w->nomem;
     pthread_mutex_unlock(&w->mu);
-    return go_on && !w->nomem;
+    return ret;
 }
 
 KVIK_API kvik_status kvik_generate_tokens(kvik_engine *ke, const int32_t *prompt, size_t n_prompt,
