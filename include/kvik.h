@@ -358,8 +358,9 @@ typedef bool (*kvik_event_fn)(void *user, const struct kvik_event *ev);
 
 struct kvik_request_params {
     size_t size;              /* sizeof(struct kvik_request_params) */
-    int32_t max_tokens;       /* tokens to generate at most; 0: as many as fit
-                                 (kvik_engine_max_tokens less the prompt) */
+    int32_t max_tokens;       /* tokens to generate at most; 0, or more than fit:
+                                 as many as fit (kvik_engine_max_tokens less the
+                                 prompt), ending with KVIK_FINISH_LENGTH */
     int32_t n;                /* choices (independent continuations of one prompt; choice i
                                  samples with seed + i) */
     int32_t top_logprobs;     /* alternatives per token event, 0..KVIK_MAX_TOP_LOGPROBS;
@@ -383,7 +384,8 @@ static inline struct kvik_request_params kvik_request_default_params(void) {
 /*
  * Queues a request for prompt[0..n_prompt) (copied); *id receives its id
  * (never 0). Returns KVIK_OK, after which on_event sees a final event for
- * every choice; KVIK_ERR_INVALID_ARG for a bad request (message in err);
+ * every choice; KVIK_ERR_INVALID_ARG for a bad request (message in err),
+ * a prompt that leaves no room for one token of output among them;
  * KVIK_ERR_BUSY when the queue is full or the engine is draining.
  */
 KVIK_API kvik_status kvik_engine_submit(kvik_engine *engine, const int32_t *prompt, size_t n_prompt,

@@ -325,14 +325,60 @@ TEST(public_api_generate_matches_run) {
     CHECK(text == NULL);
     /* bad requests */
     rp.n = 1;
-    rp.max_tokens = 1 << 20;
-    CHECK_EQ_INT(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
-    CHECK(strstr(err, "context") || strstr(err, "blocks"));
     rp.max_tokens = 0;
     CHECK_EQ_INT(kvik_engine_submit(e, ids, 0, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
     rp.on_event = NULL;
     CHECK_EQ_INT(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
     CHECK(strstr(err, "on_event") != NULL);
+    kvik_engine_free(e);
+}
+
+TEST(public_api_max_tokens_past_context) {
+    kvik_model *m = api_model();
+    if (!m) return;
+    struct kvik_engine_params ep = kvik_engine_default_params();
+    ep.n_threads = 2;
+    ep.max_seqs = 2;
+    ep.n_ctx = 40;
+    ep.kv_mem_mib = 16;
+    ep.kv_type = KVIK_KV_F32;
+    kvik_engine *e = NULL;
+    char err[512];
+    REQUIRE(kvik_engine_new(m, &ep, &e, err, sizeof err) == KVIK_OK);
+    int32_t limit = kvik_engine_max_tokens(e);
+    CHECK_EQ_INT(limit, 40);
+    int32_t ids[64];
+    const char *prompt = "Count from one to one thousand:";
+    int64_t n = kvik_tokenize(m, prompt, strlen(prompt), true, false, ids, 64);
+    REQUIRE(n > 0 && n < limit);
+    /* max_tokens far past the context: it generates until the sequence is
+       full and ends with LENGTH, like kvik run */
+    struct kvik_request_params rp = kvik_request_default_params();
+    rp.max_tokens = 1 << 20;
+    rp.ignore_eos = true;
+    struct collect c;
+    collect_init(&c);
+    rp.on_event = on_collect;
+    rp.user = &c;
+    uint64_t id;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_LENGTH);
+    CHECK_EQ_INT(c.n_generated, limit - n);
+    CHECK_EQ_INT(c.n_tokens, limit - n);
+    /* blocking generation too */
+    char *text = NULL;
+    kvik_finish fin = KVIK_FINISH_NONE;
+    rp.on_event = NULL;
+    REQUIRE(kvik_generate_tokens(e, ids, (size_t)n, &rp, &text, &fin, err, sizeof err) == KVIK_OK);
+    CHECK_EQ_INT(fin, KVIK_FINISH_LENGTH);
+    kvik_free(text);
+    /* a prompt that alone fills the context stays an error */
+    int32_t long_prompt[40];
+    for (int i = 0; i < 40; i++) long_prompt[i] = ids[i % n];
+    rp.on_event = on_collect;
+    CHECK_EQ_INT(kvik_engine_submit(e, long_prompt, 40, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err, "no room") != NULL, "message: %s", err);
     kvik_engine_free(e);
 }
 

@@ -301,10 +301,13 @@ KVIK_API kvik_status kvik_engine_submit(kvik_engine *ke, const int32_t *prompt, 
         err_set(&e, KVIK_ERR_INVALID_ARG, "submit: n is %d (at least 1)", (int)p.n);
         return api_fail(&e, err, err_len);
     }
+    /* max_tokens past what fits is cut to it: the choice ends with
+       KVIK_FINISH_LENGTH when its sequence is full */
+    int32_t room = limit - (int32_t)n_prompt;
     struct engine_request r = {
         .prompt = prompt,
         .n_prompt = (int)n_prompt,
-        .max_tokens = p.max_tokens ? p.max_tokens : limit - (int)n_prompt,
+        .max_tokens = p.max_tokens && p.max_tokens < room ? p.max_tokens : room,
         .n = p.n,
         .top_logprobs = p.top_logprobs,
         .ignore_eos = p.ignore_eos,
