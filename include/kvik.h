@@ -284,7 +284,12 @@ struct kvik_engine_params {
     int32_t max_queue;        /* requests waiting at most; beyond, submit answers KVIK_ERR_BUSY */
     int64_t kv_mem_mib;       /* KV pool size; 0: sized from max_seqs and n_ctx, bounded */
     int32_t kv_type;          /* enum kvik_kv_type */
-    bool prefix_cache;        /* reuse the K/V of earlier requests' full blocks */
+    bool prefix_cache;        /* reuse the K/V earlier requests computed (default
+                                 off; kvik serve turns it on): their full blocks,
+                                 and a finished choice's partly filled last block,
+                                 so a request continuing it (the next chat turn)
+                                 computes only its new tokens; ev->n_cached
+                                 counts the prompt tokens reused */
 };
 
 KVIK_API void kvik_engine_params_init(struct kvik_engine_params *p, size_t size);

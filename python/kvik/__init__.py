@@ -67,12 +67,14 @@ class Model:
     Engine options (None: the library's defaults): n_threads, n_ctx (the
     longest prompt + output), max_seqs (sequences at once), kv_mem_mib
     (the KV cache's size), kv_type ("f16", "q8_0" or "f32"; `kvik run`
-    keeps F32 rows). chat_template names a template family that overrides
-    the model's own ("chatml", "llama3", "gemma", "mistral", "phi3").
+    keeps F32 rows), prefix_cache (True: reuse the K/V of earlier
+    requests' shared prefixes, as `kvik serve` does; off by default).
+    chat_template names a template family that overrides the model's own
+    ("chatml", "llama3", "gemma", "mistral", "phi3").
     """
 
     def __init__(self, path_or_name, *, chat_template=None, n_threads=None, n_ctx=None, max_seqs=None,
-                 kv_mem_mib=None, kv_type=None):
+                 kv_mem_mib=None, kv_type=None, prefix_cache=None):
         L = _lib_handle()
         self._L = L
         self._m = None
@@ -86,6 +88,8 @@ class Model:
                             ("kv_mem_mib", kv_mem_mib)):
             if value is not None:
                 setattr(ep, name, int(value))
+        if prefix_cache is not None:
+            ep.prefix_cache = bool(prefix_cache)
         if kv_type is not None:
             if kv_type not in _lib.KV_TYPES:
                 raise ValueError("kv_type must be one of %s" % ", ".join(_lib.KV_TYPES))

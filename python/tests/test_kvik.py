@@ -186,3 +186,13 @@ def test_params_init_sizes():
     sp = _lib.params(L, _lib.SamplingParams)
     assert n.p.size == ctypes.sizeof(Newer) and n.future == 42
     assert n.p.temperature == sp.temperature and n.p.top_k == sp.top_k
+
+
+def test_prefix_cache_option(path):
+    with kvik.Model(path, kv_type="f32", kv_mem_mib=16, n_threads=2, max_seqs=2, prefix_cache=True) as m:
+        assert m._engine_params.prefix_cache
+        a = m.generate("The capital of France is", max_tokens=8, temperature=0)
+        b = m.generate("The capital of France is", max_tokens=8, temperature=0)
+        assert a == b and a
+    with kvik.Model(path, n_threads=2, max_seqs=2) as m:
+        assert not m._engine_params.prefix_cache
