@@ -267,7 +267,8 @@ static inline struct kvik_sampling_params kvik_sampling_default_params(void) {
  * their output goes out through a callback on the engine thread. The same
  * path serves `kvik serve`. A greedy request gives the same tokens
  * whatever else runs beside it. All functions but kvik_engine_free may be
- * called from any thread.
+ * called from any thread; an event callback may call only those that
+ * kvik_event_fn lists.
  */
 typedef struct kvik_engine kvik_engine;
 
@@ -355,10 +356,16 @@ struct kvik_event {
     const char *error;        /* KVIK_FINISH_ERROR: one line; else NULL */
 };
 
-/* Called on the engine thread; it must be quick and must not call the
- * engine (copy the event into your own queue). Returning false from a
- * token event ends that choice (KVIK_FINISH_STOP); the return value of a
- * final event is ignored. */
+/* Called on the engine thread, with no lock of the engine held; every
+ * step of every request waits for it, so it must be quick (copy the event
+ * into your own queue). From a callback, kvik_engine_cancel and
+ * kvik_engine_submit may be called (they take the engine's lock only
+ * briefly), and kvik_engine_max_tokens; the blocking calls
+ * (kvik_generate, kvik_generate_tokens, kvik_engine_drain,
+ * kvik_engine_free) wait for the engine thread, which is the one running
+ * the callback, and deadlock: they must not be called there. Returning
+ * false from a token event ends that choice (KVIK_FINISH_STOP); the return
+ * value of a final event is ignored. */
 typedef bool (*kvik_event_fn)(void *user, const struct kvik_event *ev);
 
 struct kvik_request_params {
@@ -375,7 +382,8 @@ struct kvik_request_params {
                                  with requests of the same key */
     const struct kvik_sampling_params *sampling; /* NULL: kvik_sampling_default_params();
                                                     copied at submission */
-    kvik_event_fn on_event;   /* may be NULL for kvik_generate */
+    kvik_event_fn on_event;   /* may be NULL for kvik_generate; it may call only
+                                 what kvik_event_fn lists */
     void *user;               /* passed to on_event */
 };
 

@@ -3,9 +3,10 @@
  * linking libkvik sees it: only kvik.h is included. Model open errors,
  * tokenize/detokenize against `kvik tokenize`, the streaming detokenizer
  * on a character split across tokens, greedy generation against `kvik run
- * --temp 0`, streaming events, cancellation, stopping from the callback,
- * and parameter structs of an older, smaller size and of a newer, larger
- * one (kvik_*_params_init and their use).
+ * --temp 0`, streaming events, cancellation, stopping, cancelling and
+ * submitting from the callback, max_tokens past the context, and
+ * parameter structs of an older, smaller size and of a newer, larger one
+ * (kvik_*_params_init and their use).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -201,6 +202,14 @@ struct collect {
     int stop_after;           /* > 0: return false at this token */
     bool hold_first;          /* block in the first token event until released */
     bool first_seen, released;
+    /* calls into the engine from the callback */
+    kvik_engine *engine;
+    int cancel_at;            /* > 0: kvik_engine_cancel(this request) at this token */
+    int submit_at;            /* > 0: submit child's request at this token */
+    struct collect *child;
+    const int32_t *child_ids;
+    size_t child_n;
+    kvik_status child_st;
 };
 
 static void collect_init(struct collect *c) {
@@ -235,6 +244,17 @@ static bool on_collect(void *user, const struct kvik_event *ev) {
         c->n_tokens++;
         if (!(ev->logprob <= 0) || ev->token < 0) c->bad_logprob = true;
         if (c->stop_after && c->n_tokens == c->stop_after) go_on = false;
+        if (c->cancel_at && c->n_tokens == c->cancel_at) kvik_engine_cancel(c->engine, ev->request_id);
+        if (c->submit_at && c->n_tokens == c->submit_at) {
+            struct kvik_request_params rp = kvik_request_default_params();
+            rp.max_tokens = 4;
+            rp.ignore_eos = true;
+            rp.on_event = on_collect;
+            rp.user = c->child;
+            uint64_t id;
+            char err[256];
+            c->child_st = kvik_engine_submit(c->engine, c->child_ids, c->child_n, &rp, &id, err, sizeof err);
+        }
         if (c->hold_first && !c->first_seen) {
             c->first_seen = true;
             pthread_cond_broadcast(&c->cv);
@@ -423,6 +443,35 @@ TEST(public_api_cancel_and_stop) {
     collect_wait_final(&c, 1);
     CHECK_EQ_INT(c.finish, KVIK_FINISH_STOP);
     CHECK_EQ_INT(c.n_tokens, 3);
+
+    /* the callback cancels its own request: the choice ends there */
+    collect_init(&c);
+    c.engine = e;
+    c.cancel_at = 3;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_CANCELLED);
+    CHECK_EQ_INT(c.n_tokens, 3);
+    CHECK_EQ_INT(c.n_generated, 3);
+
+    /* the callback submits another request, which runs to its end */
+    struct collect child;
+    collect_init(&c);
+    collect_init(&child);
+    c.engine = e;
+    c.submit_at = 2;
+    c.stop_after = 6;
+    c.child = &child;
+    c.child_ids = ids;
+    c.child_n = (size_t)n;
+    c.child_st = KVIK_ERR_IO;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.child_st, KVIK_OK);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_STOP);
+    collect_wait_final(&child, 1);
+    CHECK_EQ_INT(child.finish, KVIK_FINISH_LENGTH);
+    CHECK_EQ_INT(child.n_tokens, 4);
 
     /* freeing the engine cancels what runs */
     collect_init(&c);
