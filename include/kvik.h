@@ -283,7 +283,8 @@ struct kvik_engine_params {
     int32_t max_batch_tokens; /* tokens per step; at least max_seqs */
     int32_t prefill_chunk;    /* prompt tokens per step while others decode; 0: max_batch_tokens */
     int32_t max_queue;        /* requests waiting at most; beyond, submit answers KVIK_ERR_BUSY */
-    int64_t kv_mem_mib;       /* KV pool size; 0: sized from max_seqs and n_ctx, bounded */
+    int64_t kv_mem_mib;       /* KV pool size, at most 1 << 24 (16 TiB); 0: sized from
+                                 max_seqs and n_ctx, bounded */
     int32_t kv_type;          /* enum kvik_kv_type */
     bool prefix_cache;        /* reuse the K/V earlier requests computed (default
                                  off; kvik serve turns it on): their full blocks,

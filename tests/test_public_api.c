@@ -508,6 +508,13 @@ TEST(public_api_params_size) {
     ep.size = 0;
     CHECK_EQ_INT(kvik_engine_new(m, &ep, &e, err, sizeof err), KVIK_ERR_INVALID_ARG);
     CHECK(strstr(err, "kvik_engine_default_params") != NULL);
+    /* a KV pool whose size in bytes would wrap is refused, not wrapped */
+    ep = kvik_engine_default_params();
+    ep.n_threads = 2;
+    ep.kv_mem_mib = INT64_C(1) << 50;
+    CHECK_EQ_INT(kvik_engine_new(m, &ep, &e, err, sizeof err), KVIK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err, "kv_mem_mib") != NULL, "message: %s", err);
+    CHECK(e == NULL);
 
     e = api_engine(m);
     REQUIRE(e);
