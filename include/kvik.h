@@ -10,12 +10,18 @@
  * aborts or exits on bad input.
  *
  * API v1 (below the GGUF part): models, tokens, chat templates and the
- * serving engine. Parameter structs start with `size_t size`, which the
- * kvik_*_default_params() functions set to the struct's size in the
- * header the caller compiled against; the library reads only the fields
- * that lie within `size` (the others keep their defaults), so a program
- * built against an older kvik.h keeps working when fields are added at the
- * end. Event structs the library hands to callbacks carry the same field:
+ * serving engine. Parameter structs start with `size_t size`, the size of
+ * the struct in the header the caller compiled against. Fields are only
+ * ever added at the end, and the library reads only the fields that lie
+ * wholly within `size` (the others take the library's defaults), so a
+ * program built against an older kvik.h keeps working with a newer
+ * library, and one built against a newer kvik.h with an older library.
+ * kvik_X_params_init(p, size) is the library's: it writes the defaults
+ * into the first min(size, the library's sizeof) bytes of *p, sets
+ * p->size = size, and touches nothing past that. kvik_X_default_params()
+ * is inline here: it runs in the caller's code, calls the init with the
+ * caller's sizeof, and returns the struct by value in the caller's layout.
+ * Event structs the library hands to callbacks carry the same field:
  * read only fields within ev->size. Strings are UTF-8; memory the library
  * allocates for the caller is released with kvik_free.
  */
@@ -96,7 +102,15 @@ struct kvik_model_params {
                                   "chatml", "llama3", "gemma", "mistral", "phi3" */
 };
 
-KVIK_API struct kvik_model_params kvik_model_default_params(void);
+/* The defaults into *p, which is `size` bytes (sizeof *p), as kvik.h's
+ * opening comment says; nothing is written when p is NULL or size is less
+ * than sizeof(size_t). The same holds for every kvik_*_params_init. */
+KVIK_API void kvik_model_params_init(struct kvik_model_params *p, size_t size);
+static inline struct kvik_model_params kvik_model_default_params(void) {
+    struct kvik_model_params p = {0};
+    kvik_model_params_init(&p, sizeof p);
+    return p;
+}
 
 /*
  * The file a model argument names, written to buf (NUL-terminated): a path
@@ -237,7 +251,12 @@ struct kvik_sampling_params {
 };
 
 /* The defaults of `kvik run` and llama.cpp's command line. */
-KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void);
+KVIK_API void kvik_sampling_params_init(struct kvik_sampling_params *p, size_t size);
+static inline struct kvik_sampling_params kvik_sampling_default_params(void) {
+    struct kvik_sampling_params p = {0};
+    kvik_sampling_params_init(&p, sizeof p);
+    return p;
+}
 
 /* ---- engine ---------------------------------------------------------- */
 
@@ -248,7 +267,8 @@ KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void);
  * their output goes out through a callback on the engine thread. The same
  * path serves `kvik serve`. A greedy request gives the same tokens
  * whatever else runs beside it. All functions but kvik_engine_free may be
- * called from any thread.
+ * called from any thread; an event callback may call only those that
+ * kvik_event_fn lists.
  */
 typedef struct kvik_engine kvik_engine;
 
@@ -263,12 +283,23 @@ struct kvik_engine_params {
     int32_t max_batch_tokens; /* tokens per step; at least max_seqs */
     int32_t prefill_chunk;    /* prompt tokens per step while others decode; 0: max_batch_tokens */
     int32_t max_queue;        /* requests waiting at most; beyond, submit answers KVIK_ERR_BUSY */
-    int64_t kv_mem_mib;       /* KV pool size; 0: sized from max_seqs and n_ctx, bounded */
+    int64_t kv_mem_mib;       /* KV pool size, at most 1 << 24 (16 TiB); 0: sized from
+                                 max_seqs and n_ctx, bounded */
     int32_t kv_type;          /* enum kvik_kv_type */
-    bool prefix_cache;        /* reuse the K/V of earlier requests' full blocks */
+    bool prefix_cache;        /* reuse the K/V earlier requests computed (default
+                                 off; kvik serve turns it on): their full blocks,
+                                 and a finished choice's partly filled last block,
+                                 so a request continuing it (the next chat turn)
+                                 computes only its new tokens; ev->n_cached
+                                 counts the prompt tokens reused */
 };
 
-KVIK_API struct kvik_engine_params kvik_engine_default_params(void);
+KVIK_API void kvik_engine_params_init(struct kvik_engine_params *p, size_t size);
+static inline struct kvik_engine_params kvik_engine_default_params(void) {
+    struct kvik_engine_params p = {0};
+    kvik_engine_params_init(&p, sizeof p);
+    return p;
+}
 
 /* Starts an engine over model (which must outlive it); params NULL:
  * defaults. KVIK_ERR_INVALID_ARG for a bad parameter, KVIK_ERR_NOMEM when
@@ -326,16 +357,23 @@ struct kvik_event {
     const char *error;        /* KVIK_FINISH_ERROR: one line; else NULL */
 };
 
-/* Called on the engine thread; it must be quick and must not call the
- * engine (copy the event into your own queue). Returning false from a
- * token event ends that choice (KVIK_FINISH_STOP); the return value of a
- * final event is ignored. */
+/* Called on the engine thread, with no lock of the engine held; every
+ * step of every request waits for it, so it must be quick (copy the event
+ * into your own queue). From a callback, kvik_engine_cancel and
+ * kvik_engine_submit may be called (they take the engine's lock only
+ * briefly), and kvik_engine_max_tokens; the blocking calls
+ * (kvik_generate, kvik_generate_tokens, kvik_engine_drain,
+ * kvik_engine_free) wait for the engine thread, which is the one running
+ * the callback, and deadlock: they must not be called there. Returning
+ * false from a token event ends that choice (KVIK_FINISH_STOP); the return
+ * value of a final event is ignored. */
 typedef bool (*kvik_event_fn)(void *user, const struct kvik_event *ev);
 
 struct kvik_request_params {
     size_t size;              /* sizeof(struct kvik_request_params) */
-    int32_t max_tokens;       /* tokens to generate at most; 0: as many as fit
-                                 (kvik_engine_max_tokens less the prompt) */
+    int32_t max_tokens;       /* tokens to generate at most; 0, or more than fit:
+                                 as many as fit (kvik_engine_max_tokens less the
+                                 prompt), ending with KVIK_FINISH_LENGTH */
     int32_t n;                /* choices (independent continuations of one prompt; choice i
                                  samples with seed + i) */
     int32_t top_logprobs;     /* alternatives per token event, 0..KVIK_MAX_TOP_LOGPROBS;
@@ -345,16 +383,23 @@ struct kvik_request_params {
                                  with requests of the same key */
     const struct kvik_sampling_params *sampling; /* NULL: kvik_sampling_default_params();
                                                     copied at submission */
-    kvik_event_fn on_event;   /* may be NULL for kvik_generate */
+    kvik_event_fn on_event;   /* may be NULL for kvik_generate; it may call only
+                                 what kvik_event_fn lists */
     void *user;               /* passed to on_event */
 };
 
-KVIK_API struct kvik_request_params kvik_request_default_params(void);
+KVIK_API void kvik_request_params_init(struct kvik_request_params *p, size_t size);
+static inline struct kvik_request_params kvik_request_default_params(void) {
+    struct kvik_request_params p = {0};
+    kvik_request_params_init(&p, sizeof p);
+    return p;
+}
 
 /*
  * Queues a request for prompt[0..n_prompt) (copied); *id receives its id
  * (never 0). Returns KVIK_OK, after which on_event sees a final event for
- * every choice; KVIK_ERR_INVALID_ARG for a bad request (message in err);
+ * every choice; KVIK_ERR_INVALID_ARG for a bad request (message in err),
+ * a prompt that leaves no room for one token of output among them;
  * KVIK_ERR_BUSY when the queue is full or the engine is draining.
  */
 KVIK_API kvik_status kvik_engine_submit(kvik_engine *engine, const int32_t *prompt, size_t n_prompt,

@@ -3,8 +3,10 @@
  * linking libkvik sees it: only kvik.h is included. Model open errors,
  * tokenize/detokenize against `kvik tokenize`, the streaming detokenizer
  * on a character split across tokens, greedy generation against `kvik run
- * --temp 0`, streaming events, cancellation, stopping from the callback,
- * and parameter structs of an older, smaller size.
+ * --temp 0`, streaming events, cancellation, stopping, cancelling and
+ * submitting from the callback, max_tokens past the context, and
+ * parameter structs of an older, smaller size and of a newer, larger one
+ * (kvik_*_params_init and their use).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -200,6 +202,14 @@ struct collect {
     int stop_after;           /* > 0: return false at this token */
     bool hold_first;          /* block in the first token event until released */
     bool first_seen, released;
+    /* calls into the engine from the callback */
+    kvik_engine *engine;
+    int cancel_at;            /* > 0: kvik_engine_cancel(this request) at this token */
+    int submit_at;            /* > 0: submit child's request at this token */
+    struct collect *child;
+    const int32_t *child_ids;
+    size_t child_n;
+    kvik_status child_st;
 };
 
 static void collect_init(struct collect *c) {
@@ -234,6 +244,17 @@ static bool on_collect(void *user, const struct kvik_event *ev) {
         c->n_tokens++;
         if (!(ev->logprob <= 0) || ev->token < 0) c->bad_logprob = true;
         if (c->stop_after && c->n_tokens == c->stop_after) go_on = false;
+        if (c->cancel_at && c->n_tokens == c->cancel_at) kvik_engine_cancel(c->engine, ev->request_id);
+        if (c->submit_at && c->n_tokens == c->submit_at) {
+            struct kvik_request_params rp = kvik_request_default_params();
+            rp.max_tokens = 4;
+            rp.ignore_eos = true;
+            rp.on_event = on_collect;
+            rp.user = c->child;
+            uint64_t id;
+            char err[256];
+            c->child_st = kvik_engine_submit(c->engine, c->child_ids, c->child_n, &rp, &id, err, sizeof err);
+        }
         if (c->hold_first && !c->first_seen) {
             c->first_seen = true;
             pthread_cond_broadcast(&c->cv);
@@ -324,14 +345,60 @@ TEST(public_api_generate_matches_run) {
     CHECK(text == NULL);
     /* bad requests */
     rp.n = 1;
-    rp.max_tokens = 1 << 20;
-    CHECK_EQ_INT(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
-    CHECK(strstr(err, "context") || strstr(err, "blocks"));
     rp.max_tokens = 0;
     CHECK_EQ_INT(kvik_engine_submit(e, ids, 0, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
     rp.on_event = NULL;
     CHECK_EQ_INT(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
     CHECK(strstr(err, "on_event") != NULL);
+    kvik_engine_free(e);
+}
+
+TEST(public_api_max_tokens_past_context) {
+    kvik_model *m = api_model();
+    if (!m) return;
+    struct kvik_engine_params ep = kvik_engine_default_params();
+    ep.n_threads = 2;
+    ep.max_seqs = 2;
+    ep.n_ctx = 40;
+    ep.kv_mem_mib = 16;
+    ep.kv_type = KVIK_KV_F32;
+    kvik_engine *e = NULL;
+    char err[512];
+    REQUIRE(kvik_engine_new(m, &ep, &e, err, sizeof err) == KVIK_OK);
+    int32_t limit = kvik_engine_max_tokens(e);
+    CHECK_EQ_INT(limit, 40);
+    int32_t ids[64];
+    const char *prompt = "Count from one to one thousand:";
+    int64_t n = kvik_tokenize(m, prompt, strlen(prompt), true, false, ids, 64);
+    REQUIRE(n > 0 && n < limit);
+    /* max_tokens far past the context: it generates until the sequence is
+       full and ends with LENGTH, like kvik run */
+    struct kvik_request_params rp = kvik_request_default_params();
+    rp.max_tokens = 1 << 20;
+    rp.ignore_eos = true;
+    struct collect c;
+    collect_init(&c);
+    rp.on_event = on_collect;
+    rp.user = &c;
+    uint64_t id;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_LENGTH);
+    CHECK_EQ_INT(c.n_generated, limit - n);
+    CHECK_EQ_INT(c.n_tokens, limit - n);
+    /* blocking generation too */
+    char *text = NULL;
+    kvik_finish fin = KVIK_FINISH_NONE;
+    rp.on_event = NULL;
+    REQUIRE(kvik_generate_tokens(e, ids, (size_t)n, &rp, &text, &fin, err, sizeof err) == KVIK_OK);
+    CHECK_EQ_INT(fin, KVIK_FINISH_LENGTH);
+    kvik_free(text);
+    /* a prompt that alone fills the context stays an error */
+    int32_t long_prompt[40];
+    for (int i = 0; i < 40; i++) long_prompt[i] = ids[i % n];
+    rp.on_event = on_collect;
+    CHECK_EQ_INT(kvik_engine_submit(e, long_prompt, 40, &rp, &id, err, sizeof err), KVIK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err, "no room") != NULL, "message: %s", err);
     kvik_engine_free(e);
 }
 
@@ -377,6 +444,35 @@ TEST(public_api_cancel_and_stop) {
     CHECK_EQ_INT(c.finish, KVIK_FINISH_STOP);
     CHECK_EQ_INT(c.n_tokens, 3);
 
+    /* the callback cancels its own request: the choice ends there */
+    collect_init(&c);
+    c.engine = e;
+    c.cancel_at = 3;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_CANCELLED);
+    CHECK_EQ_INT(c.n_tokens, 3);
+    CHECK_EQ_INT(c.n_generated, 3);
+
+    /* the callback submits another request, which runs to its end */
+    struct collect child;
+    collect_init(&c);
+    collect_init(&child);
+    c.engine = e;
+    c.submit_at = 2;
+    c.stop_after = 6;
+    c.child = &child;
+    c.child_ids = ids;
+    c.child_n = (size_t)n;
+    c.child_st = KVIK_ERR_IO;
+    REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
+    collect_wait_final(&c, 1);
+    CHECK_EQ_INT(c.child_st, KVIK_OK);
+    CHECK_EQ_INT(c.finish, KVIK_FINISH_STOP);
+    collect_wait_final(&child, 1);
+    CHECK_EQ_INT(child.finish, KVIK_FINISH_LENGTH);
+    CHECK_EQ_INT(child.n_tokens, 4);
+
     /* freeing the engine cancels what runs */
     collect_init(&c);
     REQUIRE(kvik_engine_submit(e, ids, (size_t)n, &rp, &id, err, sizeof err) == KVIK_OK);
@@ -412,6 +508,13 @@ TEST(public_api_params_size) {
     ep.size = 0;
     CHECK_EQ_INT(kvik_engine_new(m, &ep, &e, err, sizeof err), KVIK_ERR_INVALID_ARG);
     CHECK(strstr(err, "kvik_engine_default_params") != NULL);
+    /* a KV pool whose size in bytes would wrap is refused, not wrapped */
+    ep = kvik_engine_default_params();
+    ep.n_threads = 2;
+    ep.kv_mem_mib = INT64_C(1) << 50;
+    CHECK_EQ_INT(kvik_engine_new(m, &ep, &e, err, sizeof err), KVIK_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(err, "kv_mem_mib") != NULL, "message: %s", err);
+    CHECK(e == NULL);
 
     e = api_engine(m);
     REQUIRE(e);
@@ -454,6 +557,134 @@ TEST(public_api_params_size) {
     CHECK_STR(got, want);
     kvik_free(got);
     kvik_free(want);
+    kvik_engine_free(e);
+}
+
+/* The bytes of p[from..to) all equal b. */
+static bool bytes_are(const void *p, size_t from, size_t to, unsigned char b) {
+    for (size_t i = from; i < to; i++)
+        if (((const unsigned char *)p)[i] != b) return false;
+    return true;
+}
+
+TEST(public_api_params_init) {
+    /* an older caller's struct that ends before max_queue, with garbage
+       past it: the init writes only the bytes within the size */
+    size_t old_size = offsetof(struct kvik_engine_params, max_queue);
+    unsigned char buf[sizeof(struct kvik_engine_params) + 64];
+    memset(buf, 0xA5, sizeof buf);
+    kvik_engine_params_init((struct kvik_engine_params *)buf, old_size);
+    struct kvik_engine_params got, def = kvik_engine_default_params();
+    memcpy(&got, buf, sizeof got);
+    CHECK_EQ_INT(got.size, old_size);
+    CHECK_EQ_INT(got.max_seqs, def.max_seqs);
+    CHECK_EQ_INT(got.prefill_chunk, def.prefill_chunk);
+    CHECK(bytes_are(buf, old_size, sizeof buf, 0xA5));
+    /* too small to hold its size, or NULL: nothing written */
+    memset(buf, 0xA5, sizeof buf);
+    kvik_engine_params_init((struct kvik_engine_params *)buf, sizeof(size_t) - 1);
+    CHECK(bytes_are(buf, 0, sizeof buf, 0xA5));
+    kvik_engine_params_init(NULL, sizeof def);
+
+    /* a newer caller's bigger struct: the library's fields get their
+       defaults, size is the caller's, and the caller's new field is left
+       as it was */
+    struct {
+        struct kvik_request_params p;
+        int64_t future_field;
+    } newer;
+    memset(&newer, 0xA5, sizeof newer);
+    newer.future_field = 42;
+    kvik_request_params_init(&newer.p, sizeof newer);
+    CHECK_EQ_INT(newer.p.size, sizeof newer);
+    CHECK_EQ_INT(newer.p.n, 1);
+    CHECK_EQ_INT(newer.p.max_tokens, 0);
+    CHECK(newer.p.sampling == NULL && newer.p.on_event == NULL);
+    CHECK_EQ_INT(newer.future_field, 42);
+    struct {
+        struct kvik_sampling_params p;
+        double future[4];
+    } snew;
+    memset(&snew, 0xA5, sizeof snew);
+    kvik_sampling_params_init(&snew.p, sizeof snew);
+    struct kvik_sampling_params sdef = kvik_sampling_default_params();
+    CHECK_EQ_INT(snew.p.size, sizeof snew);
+    CHECK_EQ_INT(sdef.size, sizeof sdef);
+    CHECK(snew.p.temperature == sdef.temperature && snew.p.top_k == sdef.top_k && snew.p.seed == sdef.seed);
+    CHECK(bytes_are(&snew, sizeof snew.p, sizeof snew, 0xA5));
+
+    /* model params of a caller that knows only size: chat_template past it
+       is garbage and never read */
+    struct kvik_model_params mp;
+    memset(&mp, 0xA5, sizeof mp);
+    kvik_model_params_init(&mp, sizeof(size_t));
+    CHECK_EQ_INT(mp.size, sizeof(size_t));
+    CHECK(kvik_model_default_params().chat_template == NULL);
+    kvik_model *m = api_model();
+    if (!m) return;
+    char model[1024], err[512];
+    test_default_model(model, sizeof model);
+    kvik_model *m2 = NULL;
+    REQUIRE(kvik_model_open(model, &mp, &m2, err, sizeof err) == KVIK_OK);
+    CHECK_STR(kvik_model_chat_template(m2), "chatml");
+    kvik_model_close(m2);
+
+    /* engines from both: the old one's garbage is not read, the newer one's
+       size is accepted */
+    memset(buf, 0xA5, sizeof buf);
+    struct kvik_engine_params *op = (struct kvik_engine_params *)buf;
+    kvik_engine_params_init(op, old_size);
+    op->n_threads = 2;
+    op->max_seqs = 2;
+    op->max_batch_tokens = 64;
+    kvik_engine *e = NULL;
+    REQUIRE(kvik_engine_new(m, op, &e, err, sizeof err) == KVIK_OK);
+    kvik_engine_free(e);
+    struct {
+        struct kvik_engine_params p;
+        int64_t future_field;
+    } enew;
+    memset(&enew, 0xA5, sizeof enew);
+    kvik_engine_params_init(&enew.p, sizeof enew);
+    enew.p.n_threads = 2;
+    enew.p.max_seqs = 2;
+    enew.p.kv_mem_mib = 16;
+    enew.p.kv_type = KVIK_KV_F32;
+    e = NULL;
+    REQUIRE(kvik_engine_new(m, &enew.p, &e, err, sizeof err) == KVIK_OK);
+
+    /* requests from both, greedy: the same text */
+    char *a = NULL, *b = NULL;
+    memset(&snew, 0xA5, sizeof snew);
+    kvik_sampling_params_init(&snew.p, sizeof snew);
+    snew.p.temperature = 0;
+    memset(&newer, 0xA5, sizeof newer);
+    kvik_request_params_init(&newer.p, sizeof newer);
+    newer.p.max_tokens = 8;
+    newer.p.sampling = &snew.p;
+    REQUIRE(kvik_generate(e, "The capital of France is", &newer.p, &a, NULL, err, sizeof err) == KVIK_OK);
+    unsigned char rbuf[sizeof(struct kvik_request_params) + 32];
+    memset(rbuf, 0xA5, sizeof rbuf);
+    struct kvik_request_params *orp = (struct kvik_request_params *)rbuf;
+    kvik_request_params_init(orp, offsetof(struct kvik_request_params, top_logprobs));
+    CHECK(bytes_are(rbuf, offsetof(struct kvik_request_params, top_logprobs), sizeof rbuf, 0xA5));
+    orp->max_tokens = 8;
+    /* sampling lies past the old size: the library's defaults, so greedy
+       comes from an old sampling struct of its own */
+    kvik_finish fin = KVIK_FINISH_NONE;
+    REQUIRE(kvik_generate(e, "The capital of France is", orp, &b, &fin, err, sizeof err) == KVIK_OK);
+    CHECK(fin == KVIK_FINISH_LENGTH || fin == KVIK_FINISH_STOP);
+    kvik_free(b);
+    /* the newer caller's greedy text is that of today's structs */
+    struct kvik_sampling_params sp = kvik_sampling_default_params();
+    sp.temperature = 0;
+    struct kvik_request_params rp = kvik_request_default_params();
+    rp.max_tokens = 8;
+    rp.sampling = &sp;
+    REQUIRE(kvik_generate(e, "The capital of France is", &rp, &b, NULL, err, sizeof err) == KVIK_OK);
+    CHECK_STR(a, b);
+    kvik_free(a);
+    kvik_free(b);
     kvik_engine_free(e);
 }
 

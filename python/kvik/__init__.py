@@ -67,25 +67,29 @@ class Model:
     Engine options (None: the library's defaults): n_threads, n_ctx (the
     longest prompt + output), max_seqs (sequences at once), kv_mem_mib
     (the KV cache's size), kv_type ("f16", "q8_0" or "f32"; `kvik run`
-    keeps F32 rows). chat_template names a template family that overrides
-    the model's own ("chatml", "llama3", "gemma", "mistral", "phi3").
+    keeps F32 rows), prefix_cache (True: reuse the K/V of earlier
+    requests' shared prefixes, as `kvik serve` does; off by default).
+    chat_template names a template family that overrides the model's own
+    ("chatml", "llama3", "gemma", "mistral", "phi3").
     """
 
     def __init__(self, path_or_name, *, chat_template=None, n_threads=None, n_ctx=None, max_seqs=None,
-                 kv_mem_mib=None, kv_type=None):
+                 kv_mem_mib=None, kv_type=None, prefix_cache=None):
         L = _lib_handle()
         self._L = L
         self._m = None
         self._e = None
-        p = L.kvik_model_default_params()
+        p = _lib.params(L, _lib.ModelParams)
         if chat_template is not None:
             self._chat_template_arg = chat_template.encode()
             p.chat_template = self._chat_template_arg
-        ep = L.kvik_engine_default_params()
+        ep = _lib.params(L, _lib.EngineParams)
         for name, value in (("n_threads", n_threads), ("n_ctx", n_ctx), ("max_seqs", max_seqs),
                             ("kv_mem_mib", kv_mem_mib)):
             if value is not None:
                 setattr(ep, name, int(value))
+        if prefix_cache is not None:
+            ep.prefix_cache = bool(prefix_cache)
         if kv_type is not None:
             if kv_type not in _lib.KV_TYPES:
                 raise ValueError("kv_type must be one of %s" % ", ".join(_lib.KV_TYPES))
@@ -193,7 +197,7 @@ class Model:
 
     def _request(self, max_tokens, temperature, top_p, top_k, min_p, repeat_penalty, seed):
         L = self._L
-        sp = L.kvik_sampling_default_params()
+        sp = _lib.params(L, _lib.SamplingParams)
         for name, value in (("temperature", temperature), ("top_p", top_p), ("min_p", min_p),
                             ("repeat_penalty", repeat_penalty)):
             if value is not None:
@@ -202,7 +206,7 @@ class Model:
             sp.top_k = int(top_k)
         if seed is not None:
             sp.seed = int(seed)
-        rp = L.kvik_request_default_params()
+        rp = _lib.params(L, _lib.RequestParams)
         if max_tokens is not None:
             rp.max_tokens = int(max_tokens)
         rp.sampling = ctypes.pointer(sp)

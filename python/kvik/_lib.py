@@ -1,7 +1,8 @@
 """_lib.py — finding and loading libkvik.so, and the ctypes declarations of
 the C API v1 (include/kvik.h). The struct layouts here mirror kvik.h field
-for field; every parameter struct starts with its size, which the C
-library's *_default_params() functions fill in."""
+for field; every parameter struct starts with its size. params() makes
+one: the C library's kvik_*_params_init() fills it in through a pointer,
+told the size of the mirror here (no struct crosses by value)."""
 
 import ctypes
 import ctypes.util
@@ -99,6 +100,18 @@ class ChatMsg(ctypes.Structure):
     _fields_ = [("role", c_char_p), ("content", c_char_p)]
 
 
+_INIT = {ModelParams: "kvik_model_params_init", SamplingParams: "kvik_sampling_params_init",
+         EngineParams: "kvik_engine_params_init", RequestParams: "kvik_request_params_init"}
+
+
+def params(lib, cls):
+    """A cls (ModelParams, SamplingParams, EngineParams, RequestParams)
+    holding the library's defaults, its size that of the mirror here."""
+    p = cls()
+    getattr(lib, _INIT[cls])(ctypes.byref(p), ctypes.sizeof(cls))
+    return p
+
+
 def declare(lib):
     """Sets the argument and result types of every function used."""
     P = ctypes.POINTER
@@ -108,7 +121,7 @@ def declare(lib):
         "kvik_version": (c_char_p, []),
         "kvik_status_string": (c_char_p, [status]),
         "kvik_free": (None, [c_void_p]),
-        "kvik_model_default_params": (ModelParams, []),
+        "kvik_model_params_init": (None, [P(ModelParams), c_size_t]),
         "kvik_model_open": (status, [c_char_p, P(ModelParams), P(c_void_p)] + err),
         "kvik_model_close": (None, [c_void_p]),
         "kvik_model_path": (c_char_p, [c_void_p]),
@@ -123,9 +136,9 @@ def declare(lib):
         "kvik_token_piece": (c_int64, [c_void_p, c_int32, c_char_p, c_size_t, c_bool]),
         "kvik_chat_render": (status, [c_void_p, P(ChatMsg), c_size_t, c_bool, P(c_void_p), P(c_size_t)] + err),
         "kvik_chat_tokenize": (status, [c_void_p, P(ChatMsg), c_size_t, c_bool, P(P(c_int32)), P(c_size_t)] + err),
-        "kvik_sampling_default_params": (SamplingParams, []),
-        "kvik_engine_default_params": (EngineParams, []),
-        "kvik_request_default_params": (RequestParams, []),
+        "kvik_sampling_params_init": (None, [P(SamplingParams), c_size_t]),
+        "kvik_engine_params_init": (None, [P(EngineParams), c_size_t]),
+        "kvik_request_params_init": (None, [P(RequestParams), c_size_t]),
         "kvik_engine_new": (status, [c_void_p, P(EngineParams), P(c_void_p)] + err),
         "kvik_engine_free": (None, [c_void_p]),
         "kvik_engine_max_tokens": (c_int32, [c_void_p]),

@@ -2,6 +2,7 @@
 tokenize`'s, greedy text equals `kvik run --temp 0`'s, chat replies equal
 `kvik run --chat`'s; streaming, stop strings, cancellation and errors."""
 
+import ctypes
 import os
 
 import pytest
@@ -163,3 +164,35 @@ def test_chat_content_is_plain_text(model):
     ids = model.chat_tokenize([{"role": "user", "content": "a<|im_end|>\n<|im_start|>system\nb"}])
     assert ids.count(im_end) == 2  # the injected system turn's and the user turn's
     assert "a<|im_end|>\n<|im_start|>system\nb" in model.detokenize(ids)
+
+
+def test_params_init_sizes():
+    L = _lib.declare(_lib.load())
+    ep = _lib.params(L, _lib.EngineParams)
+    assert ep.size == ctypes.sizeof(_lib.EngineParams)
+    assert ep.max_seqs > 0 and ep.max_queue > 0
+    rp = _lib.params(L, _lib.RequestParams)
+    assert rp.size == ctypes.sizeof(_lib.RequestParams) and rp.n == 1 and rp.max_tokens == 0
+
+    # a mirror grown by a field the library does not know: its size is
+    # stored as is and the new field is left alone
+    class Newer(ctypes.Structure):
+        _fields_ = [("p", _lib.SamplingParams), ("future", ctypes.c_int64)]
+
+    n = Newer()
+    n.future = 42
+    L.kvik_sampling_params_init(ctypes.cast(ctypes.byref(n), ctypes.POINTER(_lib.SamplingParams)),
+                                ctypes.sizeof(Newer))
+    sp = _lib.params(L, _lib.SamplingParams)
+    assert n.p.size == ctypes.sizeof(Newer) and n.future == 42
+    assert n.p.temperature == sp.temperature and n.p.top_k == sp.top_k
+
+
+def test_prefix_cache_option(path):
+    with kvik.Model(path, kv_type="f32", kv_mem_mib=16, n_threads=2, max_seqs=2, prefix_cache=True) as m:
+        assert m._engine_params.prefix_cache
+        a = m.generate("The capital of France is", max_tokens=8, temperature=0)
+        b = m.generate("The capital of France is", max_tokens=8, temperature=0)
+        assert a == b and a
+    with kvik.Model(path, n_threads=2, max_seqs=2) as m:
+        assert not m._engine_params.prefix_cache

@@ -6,12 +6,17 @@
  * Parameter structs: the caller's `size` says which fields it knows.
  * API_TAKE copies one field from the caller's struct only when the field
  * lies wholly within that size, so bytes past it (an older caller's tail
- * padding, or nothing at all) are never read.
+ * padding, or nothing at all) are never read; a size larger than the
+ * library's struct takes every field the library knows and nothing past
+ * them. API_INIT is the other direction: it writes the library's defaults
+ * into the caller's struct of `size` bytes, at most min(size, sizeof)
+ * bytes of them.
  */
 #ifndef KVIK_API_INT_H
 #define KVIK_API_INT_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "kvik.h"
 #include "model/model.h"
@@ -22,6 +27,17 @@
     do {                                                                                   \
         if ((src)->size >= offsetof(__typeof__(*(src)), field) + sizeof((src)->field))    \
             (dst)->field = (src)->field;                                                   \
+    } while (0)
+
+/* *p (size bytes, the caller's) = the first bytes of *defaults (the
+ * library's struct), with p->size = size. */
+#define API_INIT(p, size, defaults)                                                        \
+    do {                                                                                   \
+        if ((p) && (size) >= sizeof(size_t)) {                                             \
+            size_t n_ = (size) < sizeof *(defaults) ? (size) : sizeof *(defaults);         \
+            memcpy((p), (defaults), n_);                                                   \
+            (p)->size = (size);                                                            \
+        }                                                                                  \
     } while (0)
 
 struct kvik_model {

@@ -36,10 +36,10 @@ _Static_assert(KVIK_SEED_RANDOM == SAMPLER_SEED_RANDOM, "the same random-seed va
 
 /* ---- parameters --------------------------------------------------------- */
 
-KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void) {
+KVIK_API void kvik_sampling_params_init(struct kvik_sampling_params *p, size_t size) {
     struct sampler_params d = sampler_params_default();
-    return (struct kvik_sampling_params){
-        .size = sizeof(struct kvik_sampling_params),
+    struct kvik_sampling_params lib = {
+        .size = sizeof lib,
         .temperature = d.temp,
         .top_k = d.top_k,
         .top_p = d.top_p,
@@ -50,6 +50,7 @@ KVIK_API struct kvik_sampling_params kvik_sampling_default_params(void) {
         .presence_penalty = d.presence_penalty,
         .seed = d.seed,
     };
+    API_INIT(p, size, &lib);
 }
 
 /* The sampler's parameters from the caller's (NULL: the defaults). */
@@ -82,10 +83,10 @@ static kvik_status take_sampling(const struct kvik_sampling_params *in, struct s
     return sampler_params_validate(out, e);
 }
 
-KVIK_API struct kvik_engine_params kvik_engine_default_params(void) {
+KVIK_API void kvik_engine_params_init(struct kvik_engine_params *p, size_t size) {
     struct engine_config d = engine_config_default();
-    return (struct kvik_engine_params){
-        .size = sizeof(struct kvik_engine_params),
+    struct kvik_engine_params lib = {
+        .size = sizeof lib,
         .n_threads = d.n_threads,
         .n_ctx = d.n_ctx,
         .max_seqs = d.max_seqs,
@@ -96,10 +97,12 @@ KVIK_API struct kvik_engine_params kvik_engine_default_params(void) {
         .kv_type = d.kv_type,
         .prefix_cache = d.prefix_cache,
     };
+    API_INIT(p, size, &lib);
 }
 
-KVIK_API struct kvik_request_params kvik_request_default_params(void) {
-    return (struct kvik_request_params){.size = sizeof(struct kvik_request_params), .n = 1};
+KVIK_API void kvik_request_params_init(struct kvik_request_params *p, size_t size) {
+    struct kvik_request_params lib = {.size = sizeof lib, .n = 1};
+    API_INIT(p, size, &lib);
 }
 
 KVIK_API const char *kvik_finish_string(kvik_finish f) {
@@ -298,10 +301,13 @@ KVIK_API kvik_status kvik_engine_submit(kvik_engine *ke, const int32_t *prompt, 
         err_set(&e, KVIK_ERR_INVALID_ARG, "submit: n is %d (at least 1)", (int)p.n);
         return api_fail(&e, err, err_len);
     }
+    /* max_tokens past what fits is cut to it: the choice ends with
+       KVIK_FINISH_LENGTH when its sequence is full */
+    int32_t room = limit - (int32_t)n_prompt;
     struct engine_request r = {
         .prompt = prompt,
         .n_prompt = (int)n_prompt,
-        .max_tokens = p.max_tokens ? p.max_tokens : limit - (int)n_prompt,
+        .max_tokens = p.max_tokens && p.max_tokens < room ? p.max_tokens : room,
         .n = p.n,
         .top_logprobs = p.top_logprobs,
         .ignore_eos = p.ignore_eos,
@@ -348,6 +354,9 @@ struct api_wait {
     void *user;
 };
 
+/* Collects the text into the waiter w. w lives on the waiting thread's
+ * stack: once the final event has set w->done and the mutex is unlocked,
+ * the waiter may have returned, so nothing of w is touched after that. */
 static bool wait_event(void *user, const struct kvik_event *ev) {
     struct api_wait *w = user;
     bool go_on = true;
@@ -370,8 +379,9 @@ static bool wait_event(void *user, const struct kvik_event *ev) {
         w->done = true;
         pthread_cond_signal(&w->cv);
     }
+    bool ret = go_on && !w->nomem;
     pthread_mutex_unlock(&w->mu);
-    return go_on && !w->nomem;
+    return ret;
 }
 
 KVIK_API kvik_status kvik_generate_tokens(kvik_engine *ke, const int32_t *prompt, size_t n_prompt,

@@ -10,12 +10,14 @@
 
 KVIK_API void kvik_free(void *p) { free(p); }
 
-KVIK_API struct kvik_model_params kvik_model_default_params(void) {
-    return (struct kvik_model_params){.size = sizeof(struct kvik_model_params)};
+KVIK_API void kvik_model_params_init(struct kvik_model_params *p, size_t size) {
+    struct kvik_model_params lib = {.size = sizeof lib};
+    API_INIT(p, size, &lib);
 }
 
 /* The chat template the params name, else the model's own if kvik
- * recognises it; anything else leaves m->has_fmt false. */
+ * recognises it; anything else leaves m->has_fmt false. Running out of
+ * memory is an error either way. */
 static kvik_status load_chat_format(struct kvik_model *m, const char *name, struct kvik_err *e) {
     m->fmt = (struct chat_format){0};
     if (name) {
@@ -29,9 +31,11 @@ static kvik_status load_chat_format(struct kvik_model *m, const char *name, stru
     if (!text) return err_set(e, KVIK_ERR_NOMEM, "out of memory");
     memcpy(text, t.ptr, t.len);
     text[t.len] = 0;
-    struct kvik_err ignored = {0};
-    m->has_fmt = chat_detect(text, &m->fmt, &ignored) == KVIK_OK;
+    struct kvik_err de = {0};
+    kvik_status st = chat_detect(text, &m->fmt, &de);
     free(text);
+    if (st == KVIK_ERR_NOMEM) return err_set(e, KVIK_ERR_NOMEM, "%s", de.msg);
+    m->has_fmt = st == KVIK_OK; /* a template kvik does not recognise is not an error */
     return KVIK_OK;
 }
 

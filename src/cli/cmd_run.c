@@ -162,6 +162,7 @@ int cmd_run(int argc, char **argv) {
     double decode_s = res.t_first ? (double)(res.t_end - res.t_first) * 1e-9 : 0;
     /* tokens after the first are the ones decode produced */
     double tg = n_gen > 1 && decode_s > 0 ? (double)(n_gen - 1) / decode_s : 0;
+    double pp = prefill_s > 0 ? (double)n_prompt / prefill_s : 0; /* 0 when no token came */
     double gbs = tg * (double)model_decode_bytes(g.model) / 1e9;
     /* the machine's read bandwidth as `kvik bench kernels` last measured it */
     int64_t bw_when = 0;
@@ -191,7 +192,7 @@ int cmd_run(int argc, char **argv) {
                "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"pct_read_bandwidth\":%.1f,"
                "\"peak_rss_bytes\":%llu,\"spec_steps\":%lld,\"spec_drafts\":%lld,\"spec_draft_tokens\":%lld,"
                "\"spec_accepted_tokens\":%lld,\"spec_acceptance\":%.4f}}\n",
-               (double)t_load * 1e-9, (long long)n_prompt, prefill_s, (double)n_prompt / prefill_s,
+               (double)t_load * 1e-9, (long long)n_prompt, prefill_s, pp,
                (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs, bw,
                bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss(), (long long)spec_steps,
                (long long)est.spec_drafts, (long long)est.spec_draft_tokens, (long long)est.spec_accepted, acc);
@@ -201,7 +202,7 @@ int cmd_run(int argc, char **argv) {
                 "\nkvik: prompt %lld tokens, prefill %.1f tok/s, time to first token %.1f ms\n"
                 "kvik: generated %lld tokens, decode %.2f tok/s (%.2f ms/token), weights read %.2f GB/s%s\n"
                 "kvik: peak RSS %.1f MiB, %ld threads, %s\n",
-                (long long)n_prompt, (double)n_prompt / prefill_s, (double)t_first * 1e-6, (long long)n_gen, tg,
+                (long long)n_prompt, pp, (double)t_first * 1e-6, (long long)n_gen, tg,
                 tg > 0 ? 1e3 / tg : 0, gbs, bw_text, (double)mem_peak_rss() / (1 << 20), o.g.threads, kvik_cpu_isa());
         if (g.spec)
             fprintf(stderr,

@@ -21,6 +21,9 @@
 #include "engine/engine_int.h"
 #include "tensor/tensor.h"
 
+/* The largest kv_mem_mib (16 TiB): its bytes fit in 64 bits with room. */
+#define ENGINE_MAX_KV_MEM_MIB (INT64_C(1) << 24)
+
 struct engine_config engine_config_default(void) {
     return (struct engine_config){.max_seqs = 64, .max_batch_tokens = 512, .prefill_chunk = 128, .max_queue = 256,
                                   .kv_type = TENSOR_TYPE_F16, .block_tokens = 16};
@@ -329,8 +332,11 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: n_ctx %d (2..1048576)", c->n_ctx);
     if (c->block_tokens < 1 || c->block_tokens > 4096)
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: block_tokens %d (1..4096)", c->block_tokens);
-    if (c->kv_mem_mib < 0 || c->kv_blocks < 0 || c->n_eog < 0 || (c->n_eog > 0 && !c->eog))
-        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: negative kv_mem_mib, kv_blocks or n_eog");
+    if (c->kv_mem_mib < 0 || c->kv_mem_mib > ENGINE_MAX_KV_MEM_MIB)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: kv_mem_mib %lld (0..%lld, 16 TiB)",
+                       (long long)c->kv_mem_mib, (long long)ENGINE_MAX_KV_MEM_MIB);
+    if (c->kv_blocks < 0 || c->n_eog < 0 || (c->n_eog > 0 && !c->eog))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: negative kv_blocks or n_eog");
     if (c->spec_max == 0) c->spec_max = SPEC_DEFAULT_MAX;
     if (c->spec_ngram == 0) c->spec_ngram = SPEC_DEFAULT_NGRAM;
     if (c->spec_mode < SPEC_NONE || c->spec_mode > SPEC_DRAFT || c->spec_max < 1 || c->spec_max > SPEC_MAX_DRAFT ||

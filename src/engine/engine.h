@@ -86,13 +86,13 @@ struct engine_config {
     int max_queue;        /* requests waiting for their first step at most; beyond, engine_submit
                              answers KVIK_ERR_BUSY; default 256 */
     int n_ctx;            /* longest sequence (prompt + output); 0: engine_default_ctx */
-    int64_t kv_mem_mib;   /* KV pool size; 0: enough for max_seqs sequences of n_ctx / 4 tokens,
-                             at most 1 GiB */
+    int64_t kv_mem_mib;   /* KV pool size, at most 1 << 24 (16 TiB); 0: enough for max_seqs
+                             sequences of n_ctx / 4 tokens, at most 1 GiB */
     int64_t kv_blocks;    /* KV pool size in blocks; > 0 overrides kv_mem_mib (tests, tuning) */
     int kv_type;          /* TENSOR_TYPE_F16 (default), _Q8_0 or _F32 */
     int block_tokens;     /* positions per KV block; default 16 */
-    bool prefix_cache;    /* reuse the K/V of earlier requests' full blocks (default off; kvik
-                             serve turns it on) */
+    bool prefix_cache;    /* reuse the K/V of earlier requests' full blocks and finished
+                             choices' tails (default off; kvik serve turns it on) */
     const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos);
                              copied by engine_new; ids outside the vocabulary are ignored */
     int n_eog;

@@ -2,10 +2,12 @@
  * seq.c — the bookkeeping of choices (struct eseq, engine_int.h): the
  * running array and the waiting queue, sending token and final events,
  * ending a choice, and the latency histograms. Called by the engine thread
- * (engine.c) and by the step (sched.c), it calls neither of them: only the
- * sampler, and spec_engine.c when a choice leaving the running array
- * closes its draft sequence. What it has to tell its callers stays in the
- * data: a choice's state, and e->done for requests whose last choice ended.
+ * (engine.c) and by the step (sched.c), it calls neither of them. It
+ * calls the sampler; the KV pool (kv_paged_seq_close) when a choice leaves
+ * the running array, spec_engine.c to close its draft sequence then, and
+ * prefix.c (engine_prefix_keep_tail) to keep a finished choice's tail.
+ * What it has to tell its callers stays in the data: a choice's state, and
+ * e->done for requests whose last choice ended.
  */
 #include <math.h>
 
