@@ -94,6 +94,7 @@ int cmd_run(int argc, char **argv) {
     char pathbuf[4096];
     const char *path;
     if (!gen_opts_check(&o.g, "run", pathbuf, sizeof pathbuf, &path)) return 2;
+    if (!path) return 1; /* cli_resolve_model said why */
     size_t prompt_len = 0;
     char *prompt_owned = NULL;
     const char *prompt = o.prompt;
