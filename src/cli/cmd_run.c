@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik run [-m MODEL] (-p TEXT | -f FILE) [options]\n"
-            "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH        model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  -p TEXT        prompt\n"
             "  -f FILE        read the prompt from FILE\n"
             "  -n N           tokens to generate (default 128)\n" GEN_USAGE_OPTIONS GEN_USAGE_SPEC
