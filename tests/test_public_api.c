@@ -70,7 +70,7 @@ TEST(public_api_model_open_errors) {
     CHECK_STR(kvik_model_name(0), "smollm2-135m");
     CHECK(kvik_model_name(1000) == NULL);
     CHECK_EQ_INT(kvik_model_open("smollm2-135m", NULL, &m, err, sizeof err), KVIK_ERR_NOT_FOUND);
-    CHECK_MSG(strstr(err, "make model") && strstr(err, dir), "message says how to fetch it: %s", err);
+    CHECK_MSG(strstr(err, "kvik pull smollm2-135m") && strstr(err, dir), "message says how to fetch it: %s", err);
     /* a file name of the cache is found there */
     CHECK_EQ_INT(kvik_model_resolve("bad.gguf", cmd, sizeof cmd, err, sizeof err), KVIK_OK);
     CHECK_STR(cmd, path);

@@ -128,7 +128,10 @@ def test_unknown_and_uncached_names(tmp_path, monkeypatch):
     assert "smollm2-135m" in str(e.value)
     with pytest.raises(kvik.Error) as e:
         kvik.Model("smollm2-135m")
-    assert "make model" in str(e.value)
+    assert "kvik pull smollm2-135m" in str(e.value)
+    with pytest.raises(kvik.Error) as e:
+        kvik.Model("qwen2.5-coder-0.5b")
+    assert "kvik pull qwen2.5-coder-0.5b" in str(e.value)
 
 
 def test_by_name_and_close(path):

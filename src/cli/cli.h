@@ -29,6 +29,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv); /* argv[1] is "tokenizer" */
 int cmd_vocab_import(int argc, char **argv);
 int cmd_bench_serve(int argc, char **argv); /* argv[1] is "serve", "sweep" or "compare" */
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 
 /* ---- shared helpers (cli_util.c) ---- */
 
@@ -50,10 +52,14 @@ int cli_parse_flags(int argc, char **argv, int from, const char *cmd, void (*usa
                     enum cli_flag (*fn)(void *user, const char *flag, const char *value), void *user);
 
 /* The model path: arg (-m), else $KVIK_MODEL, else the default model in
- * $KVIK_MODELS or ~/.cache/kvik/models (written into buf). */
+ * $KVIK_MODELS or ~/.cache/kvik/models. An arg or $KVIK_MODEL is a path
+ * or a name (kvik_model_resolve: a registry name or a file in the cache),
+ * resolved into buf; NULL after one line on stderr when it names nothing.
+ * The default is its path in buf whether it exists or not. */
 const char *cli_resolve_model(const char *arg, char *buf, size_t len);
 
-/* True if path opens; else one line on stderr ("kvik CMD: model ... not
+/* True if path opens; false for a NULL path (cli_resolve_model has
+ * printed why); else one line on stderr ("kvik CMD: model ... not
  * found", with a hint to `make model` when the default was used). */
 bool cli_model_exists(const char *path, const char *arg, const char *cmd);
 

@@ -58,9 +58,14 @@ int cli_parse_flags(int argc, char **argv, int from, const char *cmd, void (*usa
 }
 
 const char *cli_resolve_model(const char *arg, char *buf, size_t len) {
-    if (arg) return arg;
     const char *env = getenv("KVIK_MODEL");
-    if (env && *env) return env;
+    if (!arg && env && *env) arg = env;
+    if (arg) {
+        char err[512];
+        if (kvik_model_resolve(arg, buf, len, err, sizeof err) == KVIK_OK) return buf;
+        fprintf(stderr, "kvik: %s\n", err);
+        return NULL;
+    }
     const char *dir = getenv("KVIK_MODELS");
     if (dir && *dir) snprintf(buf, len, "%s/%s", dir, CLI_DEFAULT_MODEL);
     else snprintf(buf, len, "%s/.cache/kvik/models/%s", getenv("HOME") ? getenv("HOME") : ".", CLI_DEFAULT_MODEL);
@@ -68,6 +73,7 @@ const char *cli_resolve_model(const char *arg, char *buf, size_t len) {
 }
 
 bool cli_model_exists(const char *path, const char *arg, const char *cmd) {
+    if (!path) return false; /* cli_resolve_model said why */
     FILE *probe = fopen(path, "rb");
     if (probe) {
         fclose(probe);

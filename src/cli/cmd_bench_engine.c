@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik bench engine [-m MODEL] [-b LIST] [-p N] [-n N] [-t N] [--kv-type T] [--phases] [--json]\n"
-            "  -m PATH   model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH   model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  -b LIST   comma-separated batch sizes (default 1,8,32)\n"
             "  -p N      prompt tokens per request (default 32)\n"
             "  -n N      tokens generated per request (default 64)\n"

@@ -31,7 +31,7 @@ enum { UBATCH = 512 };
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik bench offline [-m MODEL] [-p N] [-n N] [-d N] [-r N] [-t N] [--cache-type T] [--json]\n"
-            "  -m PATH   model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH   model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  -p N      prompt tokens of the prefill test (default 512; 0: skip)\n"
             "  -n N      tokens of the decode test (default 128; 0: skip)\n"
             "  -d N      depth: both tests start after N cached positions (default 0)\n"

@@ -38,7 +38,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik chat [-m MODEL] [options]   (one message per line on stdin; Ctrl-D ends)\n"
-            "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH        model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  -n N           at most N tokens per reply (default 1024)\n" GEN_USAGE_OPTIONS
             "  --system TEXT  a system message (default: the template's own, if any)\n"
             "  --chat-template NAME  chatml, llama3, gemma, mistral or phi3 (default: the model's)\n"

@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik run [-m MODEL] (-p TEXT | -f FILE) [options]\n"
-            "  -m PATH        model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH        model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  -p TEXT        prompt\n"
             "  -f FILE        read the prompt from FILE\n"
             "  -n N           tokens to generate (default 128)\n" GEN_USAGE_OPTIONS GEN_USAGE_SPEC
@@ -94,6 +94,7 @@ int cmd_run(int argc, char **argv) {
     char pathbuf[4096];
     const char *path;
     if (!gen_opts_check(&o.g, "run", pathbuf, sizeof pathbuf, &path)) return 2;
+    if (!path) return 1; /* cli_resolve_model said why */
     size_t prompt_len = 0;
     char *prompt_owned = NULL;
     const char *prompt = o.prompt;

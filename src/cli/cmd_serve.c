@@ -15,7 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: kvik serve [-m MODEL] [options]\n"
-            "  -m PATH             model (default: $KVIK_MODEL, else the default model in the cache)\n"
+            "  -m PATH             model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
             "  --host ADDR         address to listen on (default 127.0.0.1)\n"
             "  --port N            TCP port (default 8080; 0: any free port, printed on stderr)\n"
             "  --api-key KEY       require 'Authorization: Bearer KEY' on /v1/*, /tokenize and\n"

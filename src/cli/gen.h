@@ -79,7 +79,8 @@ int gen_parse_args(int argc, char **argv, const char *cmd, struct gen_opts *o, g
                    void *cmd_opts, void (*usage)(FILE *));
 
 /* Checks the sampling and speculative options (false after one line on
- * stderr, a usage error) and resolves the model path (cli_resolve_model) into buf. */
+ * stderr, a usage error) and resolves the model path (cli_resolve_model) into buf:
+ * *path is NULL when the model names nothing (a line on stderr said so). */
 bool gen_opts_check(const struct gen_opts *o, const char *cmd, char *buf, size_t len, const char **path);
 
 /* A model, its tokenizer, and (after gen_start) the engine. */

@@ -24,6 +24,8 @@ static void usage(FILE *f) {
             "  serve [-m MODEL] [--port N] OpenAI-compatible HTTP server (kvik serve --help)\n"
             "  bench serve --url URL       load-test an OpenAI-compatible server (also bench sweep, compare)\n"
             "  vocab-import --tiktoken F   a GGUF vocabulary from a tiktoken ranks file\n"
+            "  pull NAME                   fetch a registry model into the model cache (kvik pull --help)\n"
+            "  list                        the registry's models and the model cache\n"
             "\n"
             "  --help, --version\n");
 }
@@ -51,6 +53,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "vocab-import")) return cmd_vocab_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "pull")) return cmd_pull(argc - 1, argv + 1);
+    if (!strcmp(cmd, "list")) return cmd_list(argc - 1, argv + 1);
     fprintf(stderr, "kvik: unknown command '%s' (try kvik --help)\n", cmd);
     return 2;
 }
