@@ -161,6 +161,9 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kvik serve: --model-draft goes with --spec draft\n");
         return 2;
     }
+    static char draft_path[4096];
+    if (cfg.model_draft && !(cfg.model_draft = cli_resolve_model(cfg.model_draft, draft_path, sizeof draft_path)))
+        return 1; /* a registry name, a cache file or a path; cli_resolve_model said why not */
     if (cfg.kv_mem_mib && cfg.ctx_total) {
         fprintf(stderr, "kvik serve: give --kv-mem or --ctx-total, not both\n");
         return 2;

@@ -122,7 +122,10 @@ kvik_status gen_load(struct gen *g, const char *path, const struct gen_opts *o, 
     g->spec = spec_of(o);
     if (g->spec == SPEC_DRAFT) {
         struct kvik_err e2 = {0};
-        if ((st = model_load(o->model_draft, &g->draft, &e2))) return err_set(err, st, "draft model: %s", e2.msg);
+        char dpath[4096], derr[512]; /* a registry name, a cache file or a path */
+        if ((st = kvik_model_resolve(o->model_draft, dpath, sizeof dpath, derr, sizeof derr)))
+            return err_set(err, st, "draft model: %s", derr);
+        if ((st = model_load(dpath, &g->draft, &e2))) return err_set(err, st, "draft model: %s", e2.msg);
     }
     if (!(g->eog = engine_eog_ids(g->tok, &g->n_eog))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
     return KVIK_OK;

@@ -55,7 +55,8 @@ enum { GEN_MAX_BATCH = 512 }; /* tokens per forward pass (a prefill goes in piec
 #define GEN_USAGE_SPEC                                                             \
     "  --spec MODE    speculative decoding: none (default), ngram (prompt lookup) or\n" \
     "                 draft (a draft model, --model-draft)\n"                        \
-    "  --model-draft PATH  draft model with the same vocabulary (implies --spec draft)\n" \
+    "  --model-draft M  draft model (a path or a registry name) with the same vocabulary\n"     \
+    "                 (implies --spec draft)\n" \
     "  --spec-max N   longest draft, 1..16 (default 8; adapts per step)\n"           \
     "  --spec-ngram N longest n-gram prompt lookup matches, 1..8 (default 3)\n"
 
