@@ -319,8 +319,8 @@ int cmd_list(int argc, char **argv) {
         for (size_t i = 0; api_model_entry(i) && !known; i++) known = !strcmp(api_model_entry(i)->file, de->d_name);
         if (known) continue;
         struct stat st;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (stat(path, &st) || !S_ISREG(st.st_mode)) continue;
+        int len = snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (len < 0 || (size_t)len >= sizeof path || stat(path, &st) || !S_ISREG(st.st_mode)) continue;
         printf("%-20s %5.0f MB  %-12s %s\n", de->d_name, (double)st.st_size / 1e6, "file", path);
     }
     closedir(d);
