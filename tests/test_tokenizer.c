@@ -165,6 +165,12 @@ TEST(tokenizer_parity_refact) { run_parity("ggml-vocab-refact"); }
 TEST(tokenizer_parity_gpt2) { run_parity("ggml-vocab-gpt-2"); }
 TEST(tokenizer_parity_mpt) { run_parity("ggml-vocab-mpt"); }
 TEST(tokenizer_parity_deepseek_coder) { run_parity("ggml-vocab-deepseek-coder"); }
+TEST(tokenizer_parity_deepseek_llm) { run_parity("ggml-vocab-deepseek-llm"); }
+TEST(tokenizer_parity_command_r) { run_parity("ggml-vocab-command-r"); }
+TEST(tokenizer_parity_falcon) { run_parity("ggml-vocab-falcon"); }
+TEST(tokenizer_parity_llama_bpe) { run_parity("ggml-vocab-llama-bpe"); }
+TEST(tokenizer_parity_qwen2) { run_parity("ggml-vocab-qwen2"); }
+TEST(tokenizer_parity_phi3) { run_parity("ggml-vocab-phi-3"); }
 
 /* ---- round trips and streaming ------------------------------------------------- */
 
