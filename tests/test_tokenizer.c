@@ -170,6 +170,7 @@ TEST(tokenizer_parity_command_r) { run_parity("ggml-vocab-command-r"); }
 TEST(tokenizer_parity_falcon) { run_parity("ggml-vocab-falcon"); }
 TEST(tokenizer_parity_llama_bpe) { run_parity("ggml-vocab-llama-bpe"); }
 TEST(tokenizer_parity_qwen2) { run_parity("ggml-vocab-qwen2"); }
+TEST(tokenizer_parity_qwen35) { run_parity("ggml-vocab-qwen35"); }
 TEST(tokenizer_parity_phi3) { run_parity("ggml-vocab-phi-3"); }
 
 /* ---- round trips and streaming ------------------------------------------------- */

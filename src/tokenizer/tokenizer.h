@@ -16,6 +16,7 @@
  *              "midm-2.0", "lfm2"                     cl100k (Llama 3)
  *              "qwen2", "qwen", "deepseek-r1-qwen", "stablelm2", "megrez",
  *              "hunyuan", "solar-open", "kormo"       cl100k with single digits
+ *              "qwen35"                               the same, marks joining letters
  *              "gpt-4o", "llama4", "minimax-m2", "kanana2", "talkie"  o200k
  *              "tekken"                               o200k, no contractions,
  *                                                     single digits

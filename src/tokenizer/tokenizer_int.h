@@ -26,6 +26,7 @@ enum pretok_kind {
     PRETOK_STARCODER,      /* every \p{N} alone, then PRETOK_GPT2 on the text between */
     PRETOK_LLAMA3,         /* cl100k: (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
     PRETOK_QWEN2,          /* the same with \p{N} (single digits) */
+    PRETOK_QWEN35,         /* Qwen 2's with [\p{L}\p{M}]+ words (marks join letters) */
     PRETOK_GPT4O,          /* o200k: case-aware letter runs, \p{N}{1,3} */
     PRETOK_TEKKEN,         /* o200k without contractions, \p{N} */
     PRETOK_DEEPSEEK_LLM,   /* [\r\n] > cased letters > punctuation > \s+$ > CJK > digits */
