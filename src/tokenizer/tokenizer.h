@@ -35,6 +35,8 @@
  *            "mpt", "olmo", "command-r")
  *   "llama"  SentencePiece BPE (spm.c): merges by tokenizer.ggml.scores, "▁"
  *            for spaces, a space prefix, byte fallback to <0xAB> tokens
+ *   "gemma4" the same text (no space prefix unless add_space_prefix says
+ *            so), pairs merging by their rank in tokenizer.ggml.merges
  *   "bert"   WordPiece (wordpiece.c): BERT's normalizer (lowercase, accents
  *            stripped, CJK ideographs split), whitespace/punctuation words,
  *            greedy longest-match pieces, [UNK] for words with no pieces or

@@ -49,7 +49,8 @@ bool pretok_split(enum pretok_kind kind, const uint8_t *s, size_t n, pretok_emit
 /* Vocabulary kinds: tokenizer.ggml.model. */
 enum tok_model {
     TOKMODEL_BPE, /* "gpt2": byte-level BPE, merges by rank (bpe.c) */
-    TOKMODEL_SPM, /* "llama": SentencePiece BPE, merges by piece score, byte fallback (spm.c) */
+    TOKMODEL_SPM, /* "llama": SentencePiece BPE, merges by piece score, byte fallback (spm.c);
+                     "gemma4": the same text, merges by rank (spm_ranks) */
     TOKMODEL_WPM, /* "bert": WordPiece, greedy longest match (wordpiece.c) */
 };
 
@@ -98,6 +99,8 @@ struct tokenizer {
     bool space_prefix;       /* llama: "▁" before each stretch of text (add_space_prefix) */
     bool spm_words;          /* llama: no token has a "▁" after another character, so
                                 words merge apart (spm_words_split) */
+    bool spm_ranks;          /* llama: pairs merge by their rank in tokenizer.ggml.merges
+                                (the merges table), not by the merged piece's score */
     bool strip_lead_space;   /* decoding drops one leading space of the text (llama with
                                 space_prefix; bert, whose word pieces carry a leading space) */
     size_t max_text;         /* longest token text, bytes */
