@@ -63,6 +63,9 @@ def ranges(pairs):
 CL100K = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = CL100K.replace(r"\p{N}{1,3}", r"\p{N}")
+# Qwen 3.5: marks join letters (tokenizer.json of the Qwen3.5 models)
+QWEN35 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+          r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
          r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
          r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
@@ -125,6 +128,7 @@ for n in ["llama3", "llama-v3", "llama-bpe", "smaug-bpe", "dbrx", "chatglm-bpe",
 for n in ["qwen2", "qwen", "deepseek-r1-qwen", "stablelm2", "megrez", "hunyuan", "solar-open",
           "kormo"]:
     CHAINS[n] = ("qwen2", QWEN2_CHAIN)              # Qwen 1/2/2.5/3, StableLM 2
+CHAINS["qwen35"] = ("qwen35", [split(QWEN35), byte_level(False)])  # Qwen 3.5
 for n in ["gpt-4o", "llama4", "minimax-m2", "kanana2", "talkie"]:
     CHAINS[n] = ("gpt4o", GPT4O_CHAIN)              # o200k: GPT-4o, gpt-oss, Llama 4
 CHAINS["tekken"] = ("tekken", [split(TEKKEN), byte_level(False)])  # Mistral NeMo

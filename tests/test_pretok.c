@@ -158,7 +158,7 @@ static int kind_of(const char *pre, kvik_status *st, struct kvik_err *err) {
 /* ---- parity with Hugging Face ------------------------------------------------- */
 
 static const char *const k_golden[] = {
-    "gpt2",   "starcoder", "llama3",       "qwen2",          "gpt4o",       "tekken",
+    "gpt2",   "starcoder", "llama3",       "qwen2",          "qwen35",      "gpt4o",  "tekken",
     "falcon", "bloom",     "deepseek-llm", "deepseek-coder", "deepseek-v3", "viking",
 };
 

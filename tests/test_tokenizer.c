@@ -87,7 +87,11 @@ static bool fixture_load(struct fixture *fx, const char *name) {
     char *p = fx->inp, *end = fx->inp + n_inp;
     while (p < end && fx->n < MAX_CASES) {
         char *q = strstr(p, sep);
-        if (!q) break;
+        if (!q) { /* a last string with no separator after it (gemma-4's file) */
+            fx->str[fx->n] = p;
+            fx->len[fx->n++] = (size_t)(end - p);
+            break;
+        }
         fx->str[fx->n] = p;
         fx->len[fx->n] = (size_t)(q - p);
         fx->n++;
@@ -114,6 +118,14 @@ static bool fixture_load(struct fixture *fx, const char *name) {
             c = e;
         }
         line = nl + 1;
+    }
+    if (*line) {
+        int extra = 0;
+        for (char *c = line; *c; c++) extra += *c == '\n';
+        test_fail(__FILE__, __LINE__, "%s.out: %d more lines than the %d strings", name,
+                  extra + (line[strlen(line) - 1] != '\n'), fx->n);
+        fixture_free(fx);
+        return false;
     }
     snprintf(path, sizeof path, "%s/vocab/%s.gguf", dir, name);
     fx->tok = load_path(path);
@@ -165,6 +177,14 @@ TEST(tokenizer_parity_refact) { run_parity("ggml-vocab-refact"); }
 TEST(tokenizer_parity_gpt2) { run_parity("ggml-vocab-gpt-2"); }
 TEST(tokenizer_parity_mpt) { run_parity("ggml-vocab-mpt"); }
 TEST(tokenizer_parity_deepseek_coder) { run_parity("ggml-vocab-deepseek-coder"); }
+TEST(tokenizer_parity_deepseek_llm) { run_parity("ggml-vocab-deepseek-llm"); }
+TEST(tokenizer_parity_command_r) { run_parity("ggml-vocab-command-r"); }
+TEST(tokenizer_parity_falcon) { run_parity("ggml-vocab-falcon"); }
+TEST(tokenizer_parity_llama_bpe) { run_parity("ggml-vocab-llama-bpe"); }
+TEST(tokenizer_parity_qwen2) { run_parity("ggml-vocab-qwen2"); }
+TEST(tokenizer_parity_qwen35) { run_parity("ggml-vocab-qwen35"); }
+TEST(tokenizer_parity_phi3) { run_parity("ggml-vocab-phi-3"); }
+TEST(tokenizer_parity_gemma4) { run_parity("ggml-vocab-gemma-4"); }
 
 /* ---- round trips and streaming ------------------------------------------------- */
 
@@ -180,11 +200,13 @@ static bool utf8_ok(const char *s, size_t n) {
 }
 
 /* Streams ids one at a time: every chunk must be whole UTF-8; returns the
- * concatenation's length in out. */
+ * concatenation's length in out. strip: the stream drops the leading space
+ * (a vocabulary with a space prefix, decoded from the start). */
 static size_t stream_decode(const struct tokenizer *tok, const int32_t *ids, int64_t n, char *out,
-                            size_t cap) {
+                            size_t cap, bool strip) {
     struct detok_stream st;
     detok_init(&st, tok, false);
+    st.strip_space = strip;
     size_t chunk_cap = detok_min_cap(tok);
     char *chunk = malloc(chunk_cap);
     size_t o = 0;
@@ -204,18 +226,23 @@ static size_t stream_decode(const struct tokenizer *tok, const int32_t *ids, int
     return o;
 }
 
-static void check_roundtrip(const struct tokenizer *tok, const char *s, size_t len) {
+static void check_roundtrip_strip(const struct tokenizer *tok, const char *s, size_t len,
+                                  bool strip) {
     int32_t *ids;
     int64_t n = encode_all(tok, s, len, &ids);
     char *buf = malloc(len * 3 + 16);
     int64_t m = tokenizer_decode(tok, ids, n, buf, len * 3 + 16, false);
     CHECK_MSG(m == (int64_t)len && memcmp(buf, s, len) == 0, "decode(encode(\"%.40s\")) differs", s);
     if (utf8_ok(s, len)) {
-        size_t k = stream_decode(tok, ids, n, buf, len * 3 + 16);
+        size_t k = stream_decode(tok, ids, n, buf, len * 3 + 16, strip);
         CHECK_MSG(k == len && memcmp(buf, s, len) == 0, "streamed decode of \"%.40s\" differs", s);
     }
     free(buf);
     free(ids);
+}
+
+static void check_roundtrip(const struct tokenizer *tok, const char *s, size_t len) {
+    check_roundtrip_strip(tok, s, len, false);
 }
 
 static const char *const k_extra[] = {
@@ -234,6 +261,26 @@ TEST(tokenizer_roundtrip_and_stream) {
     for (size_t i = 0; i < sizeof k_extra / sizeof k_extra[0]; i++)
         check_roundtrip(fx.tok, k_extra[i], strlen(k_extra[i]));
     fixture_free(&fx);
+}
+
+/* The same on the other vocabularies of the sdist with test strings;
+ * phi-3's stream drops the space its prefix adds. */
+TEST(tokenizer_roundtrip_families) {
+    static const struct {
+        const char *name;
+        bool strip;
+    } fams[] = {{"ggml-vocab-deepseek-llm", false}, {"ggml-vocab-command-r", false},
+                {"ggml-vocab-falcon", false},       {"ggml-vocab-llama-bpe", false},
+                {"ggml-vocab-qwen2", false},        {"ggml-vocab-qwen35", false},
+                {"ggml-vocab-phi-3", true},         {"ggml-vocab-gemma-4", false}};
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        struct fixture fx;
+        if (!fixture_load(&fx, fams[f].name)) return;
+        for (int i = 0; i < fx.n; i++) check_roundtrip_strip(fx.tok, fx.str[i], fx.len[i], fams[f].strip);
+        for (size_t i = 0; i < sizeof k_extra / sizeof k_extra[0]; i++)
+            check_roundtrip_strip(fx.tok, k_extra[i], strlen(k_extra[i]), fams[f].strip);
+        fixture_free(&fx);
+    }
 }
 
 TEST(tokenizer_stream_holds_partial_utf8) {
@@ -369,6 +416,7 @@ TEST(tokenizer_load_errors) {
     struct kvik_err err = {0};
     CHECK_EQ_INT(load_mem("gpt2", NULL, &err), KVIK_OK);
     CHECK_EQ_INT(load_mem("gpt2", "smollm", &err), KVIK_OK);
+    CHECK_EQ_INT(load_mem("gemma4", NULL, &err), KVIK_OK);
     CHECK_EQ_INT(load_mem("rwkv", NULL, &err), KVIK_ERR_UNSUPPORTED);
     CHECK(strstr(err.msg, "rwkv") != NULL);
     CHECK_EQ_INT(load_mem("gpt2", "qwen2-made-up", &err), KVIK_ERR_UNSUPPORTED);
@@ -468,6 +516,76 @@ done:
     tokenizer_free(tekken);
 }
 
+/* ---- gemma4: SentencePiece text, merges by rank ---------------------------------- */
+
+/*
+ * A "gemma4" vocabulary merges by the rank of tokenizer.ggml.merges, not by
+ * score: "b c" (rank 0) goes before "a b", so "abc" is "a" "bc" though "ab"
+ * is a token and leftmost. Spaces are "▁" with no prefix (add_space_prefix
+ * absent), a character that is no token falls back to its byte tokens, and
+ * decoding gives the text back.
+ */
+TEST(tokenizer_gemma4_ranks) {
+    static const char *const toks[] = {"<unk>", "a", "b", "c", "ab", "bc", "\xe2\x96\x81",
+                                       "\xe2\x96\x81" "a", "<0xC3>", "<0xA9>"};
+    enum { UNK, A, B, C, AB, BC, SP, SP_A, XC3, XA9 };
+    static const int32_t types[] = {TOKEN_TYPE_UNKNOWN, 1, 1, 1, 1, 1, 1, 1, TOKEN_TYPE_BYTE,
+                                    TOKEN_TYPE_BYTE};
+    static const char *const merges[] = {"b c", "a b", "\xe2\x96\x81 a"};
+    struct kvik_err err = {0};
+    struct gguf_writer *w = gguf_writer_new();
+    void *buf = NULL;
+    size_t size = 0;
+    struct gguf *g = NULL;
+    struct tokenizer *tok = NULL;
+    kvik_status st = w ? KVIK_OK : KVIK_ERR_NOMEM;
+    if (st == KVIK_OK) st = gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4");
+    if (st == KVIK_OK) st = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 10);
+    if (st == KVIK_OK)
+        st = gguf_writer_set_arr_data(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 10);
+    if (st == KVIK_OK) st = gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 3);
+    if (st == KVIK_OK) st = gguf_writer_write_memory(w, &buf, &size, &err);
+    if (st == KVIK_OK) st = gguf_open_memory(buf, size, &g, &err);
+    if (st == KVIK_OK) st = tokenizer_load(g, &tok, &err);
+    CHECK_MSG(st == KVIK_OK, "gemma4 vocabulary: %d %s", st, err.msg);
+    if (tok) {
+        char want[64];
+        snprintf(want, sizeof want, "%d %d", A, BC);
+        CHECK_STR(ids_of(tok, "abc", false), want);
+        snprintf(want, sizeof want, "%d %d", AB, A);
+        CHECK_STR(ids_of(tok, "aba", false), want);
+        snprintf(want, sizeof want, "%d %d %d %d", SP_A, SP, XC3, XA9);
+        CHECK_STR(ids_of(tok, " a \xc3\xa9", false), want);
+        int32_t ids[8] = {SP_A, SP, XC3, XA9, B};
+        char text[32];
+        CHECK_EQ_INT(tokenizer_decode(tok, ids, 5, text, sizeof text, false), 6);
+        CHECK(memcmp(text, " a \xc3\xa9" "b", 6) == 0);
+    }
+    tokenizer_free(tok);
+    gguf_close(g);
+    free(buf);
+    gguf_writer_free(w);
+
+    /* without merges it is not a gemma4 vocabulary */
+    w = gguf_writer_new();
+    buf = NULL;
+    g = NULL;
+    tok = NULL;
+    st = gguf_writer_set_str(w, "tokenizer.ggml.model", "gemma4");
+    if (st == KVIK_OK) st = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 10);
+    if (st == KVIK_OK) st = gguf_writer_write_memory(w, &buf, &size, &err);
+    if (st == KVIK_OK) st = gguf_open_memory(buf, size, &g, &err);
+    CHECK_EQ_INT(st, KVIK_OK);
+    if (st == KVIK_OK) {
+        CHECK_EQ_INT(tokenizer_load(g, &tok, &err), KVIK_ERR_FORMAT);
+        CHECK(strstr(err.msg, "merges") != NULL);
+    }
+    tokenizer_free(tok);
+    gguf_close(g);
+    free(buf);
+    gguf_writer_free(w);
+}
+
 /* ---- special-token text ----------------------------------------------------------- */
 
 /* Counts how many of text's ids (parse_special as given) are id. */
@@ -557,14 +675,11 @@ static void *encode_thread(void *arg) {
 /* Every fixture, encoded by as many threads as the machine has (at least
  * four) at once, five times each: every thread must get the fixture's ids
  * (the word caches are per thread, the tokenizer shared). */
-TEST(tokenizer_fixtures_all_threads) {
-    static const char *const names[] = {"ggml-vocab-gpt-2", "ggml-vocab-starcoder", "ggml-vocab-refact",
-                                        "ggml-vocab-mpt", "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
-                                        "ggml-vocab-bert-bge"};
+static void all_threads(const char *const *names, size_t n_names) {
     enum { MAX_THREADS = 64 };
     int nt = cpu_count() > 4 ? cpu_count() : 4;
     if (nt > MAX_THREADS) nt = MAX_THREADS;
-    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
+    for (size_t f = 0; f < n_names; f++) {
         struct fixture fx;
         if (!fixture_load(&fx, names[f])) return;
         pthread_t th[MAX_THREADS];
@@ -582,6 +697,19 @@ TEST(tokenizer_fixtures_all_threads) {
                       (long long)jobs[i].mismatches);
         fixture_free(&fx);
     }
+}
+
+TEST(tokenizer_fixtures_all_threads) {
+    static const char *const names[] = {"ggml-vocab-gpt-2", "ggml-vocab-starcoder", "ggml-vocab-refact",
+                                        "ggml-vocab-mpt", "ggml-vocab-deepseek-coder", "ggml-vocab-llama-spm",
+                                        "ggml-vocab-bert-bge"};
+    all_threads(names, sizeof names / sizeof names[0]);
+}
+
+/* The same on the two newest families (not among the offline fixtures). */
+TEST(tokenizer_fixtures_all_threads_newest) {
+    static const char *const names[] = {"ggml-vocab-qwen35", "ggml-vocab-gemma-4"};
+    all_threads(names, sizeof names / sizeof names[0]);
 }
 
 /* ---- the default model ---------------------------------------------------------- */

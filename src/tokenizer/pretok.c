@@ -228,6 +228,7 @@ static const struct pretok_chain_def *const k_chains[PRETOK_COUNT] = {
     [PRETOK_STARCODER] = &k_chain_starcoder,
     [PRETOK_LLAMA3] = &pretok_chain_llama3,
     [PRETOK_QWEN2] = &pretok_chain_qwen2,
+    [PRETOK_QWEN35] = &pretok_chain_qwen35,
     [PRETOK_GPT4O] = &pretok_chain_gpt4o,
     [PRETOK_TEKKEN] = &pretok_chain_tekken,
     [PRETOK_DEEPSEEK_LLM] = &pretok_chain_deepseek_llm,

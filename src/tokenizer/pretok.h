@@ -126,8 +126,8 @@ struct pretok_chain_def {
 #define PRETOK_CHAIN(stages) {stages, (int)(sizeof stages / sizeof stages[0])}
 
 /* The chains defined in the other files. */
-extern const struct pretok_chain_def pretok_chain_llama3, pretok_chain_qwen2, pretok_chain_gpt4o,
-    pretok_chain_tekken;                                        /* pretok_tiktoken.c */
+extern const struct pretok_chain_def pretok_chain_llama3, pretok_chain_qwen2, pretok_chain_qwen35,
+    pretok_chain_gpt4o, pretok_chain_tekken;                    /* pretok_tiktoken.c */
 extern const struct pretok_chain_def pretok_chain_deepseek_llm, pretok_chain_deepseek_coder,
     pretok_chain_deepseek_v3;                                   /* pretok_deepseek.c */
 

@@ -1,6 +1,6 @@
 /*
  * pretok_tiktoken.c — the tiktoken-style split patterns: cl100k's (Llama 3,
- * DBRX, GLM-4; Qwen 2 with single digits) and o200k's (GPT-4o, Llama 4;
+ * DBRX, GLM-4; Qwen 2 with single digits; Qwen 3.5 with marks in words) and o200k's (GPT-4o, Llama 4;
  * Tekken without contractions and with single digits). Each is one
  * Split(pattern, behavior="isolated") before ByteLevel(use_regex=false).
  *
@@ -17,7 +17,11 @@
  *   |\s*[\r\n]+                      whitespace up to its last newline
  *   |\s+(?!\S)|\s+                   as in GPT-2
  *
- * Qwen 2 is the same with \p{N} (one digit per word).
+ * Qwen 2 is the same with \p{N} (one digit per word). Qwen 3.5 is Qwen 2
+ * with marks joining letters: [\p{L}\p{M}]+ for \p{L}+ and
+ * [^\s\p{L}\p{M}\p{N}]+ for anything else, so "e\u0301" and "a\u0300a" are
+ * one word each. Its leading character is still [^\r\n\p{L}\p{N}]: a mark
+ * may lead, but then it is part of the run anyway.
  *
  * GPT-4o (o200k_base), with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
  * W = [\p{Ll}\p{Lm}\p{Lo}\p{M}] ("upper-ish" and "lower-ish"; modifier
@@ -76,16 +80,17 @@ static inline size_t numbers_end(const uint8_t *s, size_t i, size_t l, size_t en
 }
 
 /* " ?[^\s\p{L}\p{N}]+" then the trailing newlines (and '/' when slash):
- * the match's end, or i. c = s[i] has flags f and length l. */
+ * the match's end, or i. c = s[i] has flags f and length l; not_other is
+ * the class the run excludes (NOT_OTHER, or it and marks). */
 static inline size_t other_end(const uint8_t *s, size_t i, size_t end, uint16_t f, size_t l,
-                               bool slash) {
+                               bool slash, uint16_t not_other) {
     size_t j;
-    if (!(f & NOT_OTHER)) {
-        j = pretok_run_without(s, i + l, end, NOT_OTHER);
+    if (!(f & not_other)) {
+        j = pretok_run_without(s, i + l, end, not_other);
     } else if (s[i] == ' ' && i + 1 < end) {
         size_t l1;
-        if (ucat_at(s, end, i + 1, &l1) & NOT_OTHER) return i;
-        j = pretok_run_without(s, i + 1 + l1, end, NOT_OTHER);
+        if (ucat_at(s, end, i + 1, &l1) & not_other) return i;
+        j = pretok_run_without(s, i + 1 + l1, end, not_other);
     } else {
         return i;
     }
@@ -95,7 +100,9 @@ static inline size_t other_end(const uint8_t *s, size_t i, size_t end, uint16_t 
 
 /* ---- cl100k ------------------------------------------------------------- */
 
-static inline size_t match_cl100k(const uint8_t *s, size_t i, size_t end, int max_digits) {
+/* letters: the class of a word's run (UCAT_LETTER, or it and marks). */
+static inline size_t match_cl100k(const uint8_t *s, size_t i, size_t end, int max_digits,
+                                  uint16_t letters) {
     uint8_t c = s[i];
     if (c == '\'') {
         size_t k = contraction_len(s, i, end);
@@ -103,23 +110,26 @@ static inline size_t match_cl100k(const uint8_t *s, size_t i, size_t end, int ma
     }
     size_t l;
     uint16_t f = ucat_at(s, end, i, &l);
-    if (f & UCAT_LETTER) return pretok_run_of(s, i + l, end, UCAT_LETTER);
+    if (f & letters) return pretok_run_of(s, i + l, end, letters);
     if (!(f & UCAT_NUMBER) && c != '\r' && c != '\n' && i + l < end) {
         size_t l1;
-        if (ucat_at(s, end, i + l, &l1) & UCAT_LETTER)
-            return pretok_run_of(s, i + l + l1, end, UCAT_LETTER);
+        if (ucat_at(s, end, i + l, &l1) & letters)
+            return pretok_run_of(s, i + l + l1, end, letters);
     }
     if (f & UCAT_NUMBER) return numbers_end(s, i, l, end, max_digits);
-    size_t j = other_end(s, i, end, f, l, false);
+    size_t j = other_end(s, i, end, f, l, false, NOT_OTHER | letters);
     if (j > i) return j;
     return pretok_space_end(s, i, end, true);
 }
 
 static size_t match_llama3(const uint8_t *s, size_t i, size_t end) {
-    return match_cl100k(s, i, end, 3);
+    return match_cl100k(s, i, end, 3, UCAT_LETTER);
 }
 static size_t match_qwen2(const uint8_t *s, size_t i, size_t end) {
-    return match_cl100k(s, i, end, 1);
+    return match_cl100k(s, i, end, 1, UCAT_LETTER);
+}
+static size_t match_qwen35(const uint8_t *s, size_t i, size_t end) {
+    return match_cl100k(s, i, end, 1, UCAT_LETTER | UCAT_MARK);
 }
 
 /* ---- o200k -------------------------------------------------------------- */
@@ -166,7 +176,7 @@ static inline size_t match_o200k(const uint8_t *s, size_t i, size_t end, int max
         return e;
     }
     if (f & UCAT_NUMBER) return numbers_end(s, i, l, end, max_digits);
-    size_t j = other_end(s, i, end, f, l, true);
+    size_t j = other_end(s, i, end, f, l, true, NOT_OTHER);
     if (j > i) return j;
     return pretok_space_end(s, i, end, true);
 }
@@ -186,6 +196,9 @@ static bool stage_llama3(const struct pretok_chain *ch, int k, size_t start, siz
 static bool stage_qwen2(const struct pretok_chain *ch, int k, size_t start, size_t end) {
     return pretok_isolated(ch, k, start, end, match_qwen2);
 }
+static bool stage_qwen35(const struct pretok_chain *ch, int k, size_t start, size_t end) {
+    return pretok_isolated(ch, k, start, end, match_qwen35);
+}
 static bool stage_gpt4o(const struct pretok_chain *ch, int k, size_t start, size_t end) {
     return pretok_isolated(ch, k, start, end, match_gpt4o);
 }
@@ -194,9 +207,11 @@ static bool stage_tekken(const struct pretok_chain *ch, int k, size_t start, siz
 }
 
 static const pretok_stage_fn k_llama3[] = {stage_llama3}, k_qwen2[] = {stage_qwen2},
-                             k_gpt4o[] = {stage_gpt4o}, k_tekken[] = {stage_tekken};
+                             k_qwen35[] = {stage_qwen35}, k_gpt4o[] = {stage_gpt4o},
+                             k_tekken[] = {stage_tekken};
 
 const struct pretok_chain_def pretok_chain_llama3 = PRETOK_CHAIN(k_llama3),
                               pretok_chain_qwen2 = PRETOK_CHAIN(k_qwen2),
+                              pretok_chain_qwen35 = PRETOK_CHAIN(k_qwen35),
                               pretok_chain_gpt4o = PRETOK_CHAIN(k_gpt4o),
                               pretok_chain_tekken = PRETOK_CHAIN(k_tekken);

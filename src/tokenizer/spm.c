@@ -1,6 +1,7 @@
 /*
  * spm.c — encoding with a SentencePiece BPE vocabulary
- * (tokenizer.ggml.model "llama": Llama 1 and 2, Mistral 7B v0.1, TinyLlama).
+ * (tokenizer.ggml.model "llama": Llama 1 and 2, Mistral 7B v0.1, TinyLlama;
+ * "gemma4": Gemma 4, whose merges go by rank).
  *
  * A stretch of text between special tokens is encoded as SentencePiece
  * does, with no pre-tokenizer:
@@ -15,7 +16,11 @@
  *     whose token has the highest score merges, the leftmost among equal
  *     scores, until no pair forms a token. A character that is not a token
  *     never merges (Hugging Face's BPE, whose merges come from the scores,
- *     only has merges of two tokens).
+ *     only has merges of two tokens). With spm_ranks ("gemma4") the pair
+ *     that merges is instead the one of lowest rank in
+ *     tokenizer.ggml.merges, the leftmost among equal ranks, and a pair
+ *     merges only if the list has it (Hugging Face's BPE with byte
+ *     fallback and no pre-tokenizer, over the "▁"-escaped text).
  *  4. Each symbol is its token. A character that has none becomes the byte
  *     tokens "<0xAB>" of its UTF-8 bytes (byte fallback), or the unknown
  *     token if one of those is missing; a run of such characters gives one
@@ -96,12 +101,20 @@ static struct bigram heap_pop(struct spm *m) {
     return top;
 }
 
-/* Queues the pair (left, its next) if both are tokens and so is their text. */
+/* Queues the pair (left, its next) if both are tokens and the pair merges:
+ * by score when their text is a token, or by rank (spm_ranks) when the
+ * merges table has the pair, keyed -rank so that lower ranks come first
+ * (ranks below 2^24 are exact in a float). */
 static void try_pair(struct spm *m, int32_t left) {
     if (left < 0) return;
     int32_t right = m->sym[left].next;
     if (right < 0 || m->sym[left].id < 0 || m->sym[right].id < 0) return;
     const struct sym *a = &m->sym[left], *b = &m->sym[right];
+    if (m->tok->spm_ranks) {
+        const struct merge_slot *ms = merge_find(m->tok, a->id, b->id);
+        if (ms) heap_push(m, (struct bigram){-(float)ms->rank, left, a->len + b->len, ms->merged});
+        return;
+    }
     int32_t id = tokenizer_find(m->tok, (const char *)m->t + a->start, (size_t)(a->len + b->len));
     if (id < 0) return;
     heap_push(m, (struct bigram){m->tok->scores[id], left, a->len + b->len, id});

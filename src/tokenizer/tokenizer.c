@@ -19,20 +19,23 @@
  * Face's WordPiece decoder puts one before every non-"##" token.
  *
  * The GGUF keys read:
- *   tokenizer.ggml.model          "gpt2", "llama" or "bert" (required)
+ *   tokenizer.ggml.model          "gpt2", "llama", "gemma4" or "bert" (required)
  *   tokenizer.ggml.pre            pre-tokenizer name (absent: "default" = gpt-2);
  *                                 gpt2 only, recorded but unused otherwise
  *   tokenizer.ggml.tokens         [n_vocab] strings (required)
  *   tokenizer.ggml.token_type     [n_vocab] int32 (absent: all NORMAL)
- *   tokenizer.ggml.merges         [n] "left right" strings; rank = index (gpt2)
- *   tokenizer.ggml.scores         [n_vocab] float32 (llama: required)
+ *   tokenizer.ggml.merges         [n] "left right" strings; rank = index (gpt2;
+ *                                 gemma4: required)
+ *   tokenizer.ggml.scores         [n_vocab] float32 (llama: required; gemma4:
+ *                                 not read)
  *   tokenizer.ggml.{bos,eos,unknown,padding,eot,eom}_token_id
  *   tokenizer.ggml.{cls,seperator}_token_id   bert: BOS / EOS when
  *                                 bos/eos_token_id are absent
  *   tokenizer.ggml.add_bos_token / add_eos_token (absent: true / false for
- *                                 llama, true / true for bert, false for gpt2;
+ *                                 llama and gemma4, true / true for bert, false
+ *                                 for gpt2;
  *                                 bert also takes add_sep_token for EOS)
- *   tokenizer.ggml.add_space_prefix  llama (absent: true)
+ *   tokenizer.ggml.add_space_prefix  llama (absent: true), gemma4 (absent: false)
  * An id key that names no token is ignored for gpt2 (such files exist) and
  * is a KVIK_ERR_FORMAT error for llama and bert, except padding/eot/eom.
  */
@@ -97,7 +100,7 @@ static const struct {
     {"pixtral", PRETOK_LLAMA3},      {"midm-2.0", PRETOK_LLAMA3},     {"lfm2", PRETOK_LLAMA3},
     {"qwen2", PRETOK_QWEN2},         {"qwen", PRETOK_QWEN2},          {"deepseek-r1-qwen", PRETOK_QWEN2},
     {"stablelm2", PRETOK_QWEN2},     {"megrez", PRETOK_QWEN2},        {"hunyuan", PRETOK_QWEN2},
-    {"solar-open", PRETOK_QWEN2},    {"kormo", PRETOK_QWEN2},
+    {"solar-open", PRETOK_QWEN2},    {"kormo", PRETOK_QWEN2},         {"qwen35", PRETOK_QWEN35},
     {"gpt-4o", PRETOK_GPT4O},        {"llama4", PRETOK_GPT4O},        {"minimax-m2", PRETOK_GPT4O},
     {"kanana2", PRETOK_GPT4O},       {"talkie", PRETOK_GPT4O},        {"tekken", PRETOK_TEKKEN},
     {"deepseek-llm", PRETOK_DEEPSEEK_LLM}, {"deepseek-coder", PRETOK_DEEPSEEK_CODER},
@@ -126,7 +129,9 @@ static const char *const k_ignore_merges[] = {
  * GPT-NeoX-20B tokenizer of MPT and OLMo, and Command-R. Not llama3 or
  * glm4 (their normalizer is null), nor names whose tokenizer.json could
  * not be checked here (dbrx, chatglm-bpe, exaone, stablelm2, megrez,
- * hunyuan, ...): NFC changes ids only on text that is not NFC already. */
+ * hunyuan, ...): NFC changes ids only on text that is not NFC already.
+ * Not qwen35: the sdist's ggml-vocab-qwen35.gguf.out splits decomposed
+ * "e\u0301" as given (its ids differ under NFC). */
 static const char *const k_nfc[] = {
     "qwen2", "qwen", "deepseek-r1-qwen", "mpt", "olmo", "command-r",
 };
@@ -137,13 +142,18 @@ static bool name_in(const char *const *names, size_t n, const char *name, size_t
     return false;
 }
 
+/* tokenizer.ggml.model names. "gemma4" (Gemma 4) is SentencePiece-style
+ * text, "▁" for spaces and byte fallback, whose pairs merge by the rank of
+ * tokenizer.ggml.merges: its scores are all -1000 and say nothing. */
 static const struct {
     const char *name;
     enum tok_model model;
+    bool ranks; /* merges by rank (TOKMODEL_SPM) */
 } k_models[] = {
-    {"gpt2", TOKMODEL_BPE},
-    {"llama", TOKMODEL_SPM},
-    {"bert", TOKMODEL_WPM},
+    {"gpt2", TOKMODEL_BPE, false},
+    {"llama", TOKMODEL_SPM, false},
+    {"gemma4", TOKMODEL_SPM, true},
+    {"bert", TOKMODEL_WPM, false},
 };
 
 /* Control tokens that end a turn in common chat formats. */
@@ -244,12 +254,15 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     struct gguf_str model, pre = {"default", 7};
     if ((st = gguf_get_str(g, "tokenizer.ggml.model", &model, err)) != KVIK_OK) return st;
     int mk = -1;
+    bool ranks = false;
     for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++)
-        if (strlen(k_models[i].name) == model.len && memcmp(k_models[i].name, model.ptr, model.len) == 0)
+        if (strlen(k_models[i].name) == model.len && memcmp(k_models[i].name, model.ptr, model.len) == 0) {
             mk = (int)k_models[i].model;
+            ranks = k_models[i].ranks;
+        }
     if (mk < 0)
         return err_set(err, KVIK_ERR_UNSUPPORTED,
-                       "tokenizer model \"%.*s\" is not supported (gpt2, llama, bert)",
+                       "tokenizer model \"%.*s\" is not supported (gpt2, llama, gemma4, bert)",
                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
     if (gguf_find_key(g, "tokenizer.ggml.pre") >= 0 &&
         (st = gguf_get_str(g, "tokenizer.ggml.pre", &pre, err)) != KVIK_OK)
@@ -278,10 +291,13 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
             return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.token_type: want %llu int32s",
                            (unsigned long long)nv);
     }
-    if (mk == TOKMODEL_BPE && gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
+    if ((mk == TOKMODEL_BPE || ranks) && gguf_find_key(g, "tokenizer.ggml.merges") >= 0 &&
         (st = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &merges, err)) != KVIK_OK)
         return st;
-    if (mk == TOKMODEL_SPM) {
+    if (ranks && !merges)
+        return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.merges is missing (%.*s vocabulary)",
+                       (int)model.len, model.ptr);
+    if (mk == TOKMODEL_SPM && !ranks) {
         if (gguf_find_key(g, "tokenizer.ggml.scores") < 0)
             return err_set(err, KVIK_ERR_FORMAT, "tokenizer.ggml.scores is missing (llama vocabulary)");
         if (gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, err) != KVIK_OK ||
@@ -296,6 +312,7 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     if (!tok) return err_set(err, KVIK_ERR_NOMEM, "tokenizer: out of memory");
     tok->n_vocab = (int32_t)nv;
     tok->model = (enum tok_model)mk;
+    tok->spm_ranks = ranks;
     tok->pretok = kind >= 0 ? (enum pretok_kind)kind : PRETOK_GPT2; /* gpt2 only */
     tok->ignore_merges = mk == TOKMODEL_BPE &&
                          name_in(k_ignore_merges, sizeof k_ignore_merges / sizeof k_ignore_merges[0],
@@ -416,8 +433,8 @@ kvik_status tokenizer_load(const struct gguf *g, struct tokenizer **out, struct 
     tok->add_bos = get_flag(g, "tokenizer.ggml.add_bos_token", tok->model != TOKMODEL_BPE);
     bool eos_dflt = tok->model == TOKMODEL_WPM && get_flag(g, "tokenizer.ggml.add_sep_token", true);
     tok->add_eos = get_flag(g, "tokenizer.ggml.add_eos_token", eos_dflt);
-    tok->space_prefix =
-        tok->model == TOKMODEL_SPM && get_flag(g, "tokenizer.ggml.add_space_prefix", true);
+    tok->space_prefix = tok->model == TOKMODEL_SPM &&
+                        get_flag(g, "tokenizer.ggml.add_space_prefix", !tok->spm_ranks);
     tok->strip_lead_space = tok->space_prefix || tok->model == TOKMODEL_WPM;
     tok->spm_words = tok->model == TOKMODEL_SPM && spm_words_split(tok);
     int32_t eot = get_id(g, "tokenizer.ggml.eot_token_id", n);

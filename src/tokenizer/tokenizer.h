@@ -16,6 +16,7 @@
  *              "midm-2.0", "lfm2"                     cl100k (Llama 3)
  *              "qwen2", "qwen", "deepseek-r1-qwen", "stablelm2", "megrez",
  *              "hunyuan", "solar-open", "kormo"       cl100k with single digits
+ *              "qwen35"                               the same, marks joining letters
  *              "gpt-4o", "llama4", "minimax-m2", "kanana2", "talkie"  o200k
  *              "tekken"                               o200k, no contractions,
  *                                                     single digits
@@ -34,6 +35,8 @@
  *            "mpt", "olmo", "command-r")
  *   "llama"  SentencePiece BPE (spm.c): merges by tokenizer.ggml.scores, "▁"
  *            for spaces, a space prefix, byte fallback to <0xAB> tokens
+ *   "gemma4" the same text (no space prefix unless add_space_prefix says
+ *            so), pairs merging by their rank in tokenizer.ggml.merges
  *   "bert"   WordPiece (wordpiece.c): BERT's normalizer (lowercase, accents
  *            stripped, CJK ideographs split), whitespace/punctuation words,
  *            greedy longest-match pieces, [UNK] for words with no pieces or

@@ -26,6 +26,7 @@ enum pretok_kind {
     PRETOK_STARCODER,      /* every \p{N} alone, then PRETOK_GPT2 on the text between */
     PRETOK_LLAMA3,         /* cl100k: (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
     PRETOK_QWEN2,          /* the same with \p{N} (single digits) */
+    PRETOK_QWEN35,         /* Qwen 2's with [\p{L}\p{M}]+ words (marks join letters) */
     PRETOK_GPT4O,          /* o200k: case-aware letter runs, \p{N}{1,3} */
     PRETOK_TEKKEN,         /* o200k without contractions, \p{N} */
     PRETOK_DEEPSEEK_LLM,   /* [\r\n] > cased letters > punctuation > \s+$ > CJK > digits */
@@ -48,7 +49,8 @@ bool pretok_split(enum pretok_kind kind, const uint8_t *s, size_t n, pretok_emit
 /* Vocabulary kinds: tokenizer.ggml.model. */
 enum tok_model {
     TOKMODEL_BPE, /* "gpt2": byte-level BPE, merges by rank (bpe.c) */
-    TOKMODEL_SPM, /* "llama": SentencePiece BPE, merges by piece score, byte fallback (spm.c) */
+    TOKMODEL_SPM, /* "llama": SentencePiece BPE, merges by piece score, byte fallback (spm.c);
+                     "gemma4": the same text, merges by rank (spm_ranks) */
     TOKMODEL_WPM, /* "bert": WordPiece, greedy longest match (wordpiece.c) */
 };
 
@@ -97,6 +99,8 @@ struct tokenizer {
     bool space_prefix;       /* llama: "▁" before each stretch of text (add_space_prefix) */
     bool spm_words;          /* llama: no token has a "▁" after another character, so
                                 words merge apart (spm_words_split) */
+    bool spm_ranks;          /* llama: pairs merge by their rank in tokenizer.ggml.merges
+                                (the merges table), not by the merged piece's score */
     bool strip_lead_space;   /* decoding drops one leading space of the text (llama with
                                 space_prefix; bert, whose word pieces carry a leading space) */
     size_t max_text;         /* longest token text, bytes */
