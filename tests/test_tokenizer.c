@@ -527,7 +527,7 @@ done:
  */
 TEST(tokenizer_gemma4_ranks) {
     static const char *const toks[] = {"<unk>", "a", "b", "c", "ab", "bc", "\xe2\x96\x81",
-                                       "\xe2\x96\x81" "a", "<0xC3>", "<0xA9>"};
+                                       ("\xe2\x96\x81" "a"), "<0xC3>", "<0xA9>"};
     enum { UNK, A, B, C, AB, BC, SP, SP_A, XC3, XA9 };
     static const int32_t types[] = {TOKEN_TYPE_UNKNOWN, 1, 1, 1, 1, 1, 1, 1, TOKEN_TYPE_BYTE,
                                     TOKEN_TYPE_BYTE};
