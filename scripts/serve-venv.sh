@@ -1,34 +1,6 @@
 #!/usr/bin/env bash
-# serve-venv.sh — the Python virtual environment of the OpenAI-client test of
-# `kvik serve`: scripts/serve-requirements.txt (pinned) installed into
-# ${KVIK_SERVE_VENV:-~/.cache/kvik/serve-venv}. Prints the venv's python on
-# stdout. Rebuilt when the requirements file changes (a stamp holds its hash).
-# Exit 77 (skip) when python3 with venv is missing or PyPI cannot be reached;
-# the caller skips its test with the message on stderr.
-set -u
+# serve-venv.sh — the virtual environment of the OpenAI-client test of
+# `kvik serve`: scripts/serve-requirements.txt in
+# ${KVIK_SERVE_VENV:-~/.cache/kvik/serve-venv}, through venv.sh (its exit codes).
 here="$(cd "$(dirname "$0")" && pwd)"
-req="$here/serve-requirements.txt"
-venv="${KVIK_SERVE_VENV:-$HOME/.cache/kvik/serve-venv}"
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-  echo "$venv/bin/python"
-  exit 0
-fi
-if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "serve-venv.sh: python3 with venv is not installed (scripts/install-deps.sh test)" >&2
-  exit 77
-fi
-rm -rf "$venv"
-mkdir -p "$(dirname "$venv")"
-if ! python3 -m venv "$venv" >&2; then
-  echo "serve-venv.sh: python3 -m venv failed" >&2
-  exit 77
-fi
-if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 20 --retries 1 -r "$req" >&2; then
-  echo "serve-venv.sh: could not install scripts/serve-requirements.txt (PyPI unreachable?)" >&2
-  rm -rf "$venv"
-  exit 77
-fi
-echo "$want" > "$stamp"
-echo "$venv/bin/python"
+exec "$here/venv.sh" "$here/serve-requirements.txt" "${KVIK_SERVE_VENV:-$HOME/.cache/kvik/serve-venv}"
