@@ -73,7 +73,7 @@ endif
 ISA_AVX2 := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c))
+LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c src/convert/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # The load generator of `kvik bench serve` (libcurl + jansson) and the HTTP
 # server of `kvik serve` (libmicrohttpd + jansson): linked into the kvik
