@@ -303,6 +303,8 @@ TEST(safetensors_rejects_malformed_files) {
     expect_header_error("{\"__metadata__\":{\"k\":{}}}", 0, "value of 'k' is an object");
     expect_header_error("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, "duplicate __metadata__ key 'k'");
     expect_header_error("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "duplicate __metadata__ entry");
+    expect_header_error("{\"__metadata__\":{\"k\":\"a\",\"j\":\"b\",\"k\":\"c\"}}", 0,
+                        "duplicate __metadata__ key 'k'");
     expect_header_error("{\"__metadata__\":{\"k\":\"a\\u0000\"}}", 0, "contains a NUL character");
 }
 

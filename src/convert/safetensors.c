@@ -147,6 +147,10 @@ static void index_names(struct safetensors *st) {
     qsort(st->by_name, (size_t)st->n_tensors, sizeof *st->by_name, cmp_name);
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static kvik_status parse_metadata(struct safetensors *st, struct json_value *v,
                                   struct kvik_err *err) {
     if (v->type != JSON_OBJECT)
@@ -164,16 +168,23 @@ static kvik_status parse_metadata(struct safetensors *st, struct json_value *v,
                            json_type_name(m->value.type));
         if (m->value.len != strlen(m->value.str))
             return FMT_ERR("__metadata__ value of '%.64s' contains a NUL character", m->key);
-        for (int64_t j = 0; j < st->n_meta; j++)
-            if (strcmp(st->meta_keys[j], m->key) == 0)
-                return FMT_ERR("duplicate __metadata__ key '%.64s'", m->key);
         st->meta_keys[st->n_meta] = m->key;
         st->meta_values[st->n_meta] = m->value.str;
         m->key = NULL;
         m->value.str = NULL;
         st->n_meta++;
     }
-    return KVIK_OK;
+    /* Duplicate keys: sorted copies of the key pointers, neighbours compared. */
+    char **sorted = malloc((size_t)(st->n_meta ? st->n_meta : 1) * sizeof *sorted);
+    if (!sorted) return err_set(err, KVIK_ERR_NOMEM, "safetensors: out of memory for metadata");
+    memcpy(sorted, st->meta_keys, (size_t)st->n_meta * sizeof *sorted);
+    qsort(sorted, (size_t)st->n_meta, sizeof *sorted, cmp_str);
+    kvik_status rc = KVIK_OK;
+    for (int64_t i = 1; i < st->n_meta && !rc; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0)
+            rc = FMT_ERR("duplicate __metadata__ key '%.64s'", sorted[i]);
+    free(sorted);
+    return rc;
 }
 
 /* Fills st from the input's bytes; st owns whatever it took on failure too. */
