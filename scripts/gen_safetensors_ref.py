@@ -22,7 +22,6 @@ everything. The fuzzer's seeds are copies of these files.
 """
 import hashlib
 import os
-import shutil
 
 import numpy as np
 import safetensors
@@ -105,10 +104,13 @@ def main():
             specs[name] = TensorSpec(dtype=e["dtype"], shape=e["shape"],
                                      data_ptr=buf.ctypes.data, data_len=len(e["data"]))
         blob = bytes(serialize(specs, metadata=meta))
-        path = os.path.join(OUT, fname)
-        with open(path, "wb") as f:
+        # The golden copy as hex text (tests/test_safetensors.c decodes it);
+        # the fuzz seed as the bytes themselves, named without the extension.
+        hexed = blob.hex()
+        with open(os.path.join(OUT, fname + ".hex"), "w") as f:
+            f.write("\n".join(hexed[i:i + 64] for i in range(0, len(hexed), 64)) + "\n")
+        with open(os.path.join(SEEDS, fname[:-len(".safetensors")]), "wb") as f:
             f.write(blob)
-        shutil.copyfile(path, os.path.join(SEEDS, fname))
         # Read back with the reference loader (numpy has no bfloat16).
         if all(e["dtype"] != "bfloat16" for e in tensors.values()):
             back = load(blob)

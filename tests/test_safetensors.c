@@ -7,6 +7,7 @@
  * the reader enforces, and each must fail with its own message.
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "convert/json.h"
 #include "convert/safetensors.h"
@@ -76,12 +77,50 @@ static double first_value(const struct safetensors_tensor *t) {
     }
 }
 
-static struct safetensors *open_golden(const char *file) {
+/* The bytes of golden file `file` (tests/data/safetensors/FILE.hex: the
+ * file as hex digits, any white space between them), malloc'd; NULL if
+ * it cannot be read or is not hex. */
+static uint8_t *golden_bytes(const char *file, size_t *len) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/safetensors/%s", test_env("KVIK_TEST_DATA"), file);
+    snprintf(path, sizeof path, "%s/safetensors/%s.hex", test_env("KVIK_TEST_DATA"), file);
+    size_t n;
+    char *hex = test_slurp(path, &n);
+    uint8_t *b = hex ? malloc(n / 2 + 1) : NULL;
+    size_t k = 0;
+    int hi = -1;
+    for (size_t i = 0; b && i < n; i++) {
+        char c = hex[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) {
+            if (!strchr(" \t\r\n", c)) free(b), b = NULL;
+            continue;
+        }
+        if (hi < 0) hi = v;
+        else b[k++] = (uint8_t)(hi << 4 | v), hi = -1;
+    }
+    if (b && hi >= 0) free(b), b = NULL;
+    free(hex);
+    if (!b) test_fail(__FILE__, __LINE__, "%s: missing or not hex", path);
+    *len = k;
+    return b;
+}
+
+/* Golden file `file` written to a temporary file and opened from there
+ * (safetensors_open: the file path, mapped); NULL after a failure. */
+static struct safetensors *open_golden(const char *file) {
+    size_t len;
+    uint8_t *b = golden_bytes(file, &len);
+    if (!b) return NULL;
+    char path[] = "/tmp/kvik-safetensors-XXXXXX";
+    int fd = mkstemp(path);
+    bool ok = fd >= 0 && write(fd, b, len) == (ssize_t)len;
+    if (fd >= 0) close(fd);
+    free(b);
     struct safetensors *st = NULL;
     struct kvik_err err = {0};
-    if (safetensors_open(path, &st, &err)) test_fail(__FILE__, __LINE__, "%s: %s", path, err.msg);
+    if (!ok) test_fail(__FILE__, __LINE__, "cannot write %s", path);
+    else if (safetensors_open(path, &st, &err)) test_fail(__FILE__, __LINE__, "%s: %s", file, err.msg);
+    unlink(path); /* the mapping stays */
     return st;
 }
 
@@ -309,10 +348,8 @@ TEST(safetensors_rejects_malformed_files) {
 }
 
 TEST(safetensors_rejects_truncated_golden_file) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/safetensors/basic.safetensors", test_env("KVIK_TEST_DATA"));
     size_t len;
-    char *b = test_slurp(path, &len);
+    uint8_t *b = golden_bytes("basic.safetensors", &len);
     REQUIRE(b && len > 8);
     /* Every prefix is rejected; none is read past its end (ASan builds check). */
     for (size_t n = 0; n < len; n++) {
