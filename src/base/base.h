@@ -39,6 +39,9 @@ void err_copy_out(const struct kvik_err *err, char *buf, size_t len);
  * none there (or n is 0). */
 size_t utf8_valid_seq(const uint8_t *p, size_t n);
 
+/* Writes cp (<= U+10FFFF) as UTF-8 into out[4]; returns the byte count (1-4). */
+int utf8_encode(uint32_t cp, uint8_t *out);
+
 /* ---- logging --------------------------------------------------------- */
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };

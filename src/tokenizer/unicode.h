@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
+
 /* Category flags: exactly one of the first seven (the general category's
  * major class), UCAT_WHITESPACE for the White_Space property (= Oniguruma's
  * and PCRE's Unicode \s), for letters exactly one subcategory bit, and
@@ -109,7 +111,6 @@ __attribute__((always_inline)) static inline uint16_t ucat_at(const uint8_t *s, 
     return ucat_decode(s + i, n - i, len);
 }
 
-/* Writes cp (<= U+10FFFF) as UTF-8 into out[4]; returns the byte count. */
-int utf8_encode(uint32_t cp, uint8_t *out);
+/* utf8_encode (the inverse of utf8_decode) is in base/base.h. */
 
 #endif /* KVIK_TOKENIZER_UNICODE_H */
