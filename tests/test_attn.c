@@ -79,7 +79,8 @@ static void cache_free(struct test_cache *c) {
 /* out = softmax over positions 0..last of scale q.k, times v, in doubles.
  * A Q8_0 cache is read with the query quantized to Q8_0 (tensor.h): q
  * here is then what its quants and scales stand for. */
-static void attn_ref(const struct test_cache *c, const float *q_in, int last, float scale, double *out) {
+static void attn_ref_window(const struct test_cache *c, const float *q_in, int first, int last, float scale,
+                            double *out) {
     int hd = c->hd;
     float q[256];
     memcpy(q, q_in, sizeof(float) * (size_t)hd);
@@ -90,23 +91,28 @@ static void attn_ref(const struct test_cache *c, const float *q_in, int last, fl
         tt->to_float(qb, q, hd);
     }
     double *w = malloc(sizeof(double) * (size_t)(last + 1)), mx = -INFINITY, sum = 0;
-    for (int j = 0; j <= last; j++) {
+    for (int j = first; j <= last; j++) {
         double s = 0;
         for (int d = 0; d < hd; d++) s += (double)q[d] * c->kf[(size_t)j * hd + d];
         w[j] = s * scale;
         mx = fmax(mx, w[j]);
     }
-    for (int j = 0; j <= last; j++) sum += (w[j] = exp(w[j] - mx));
+    for (int j = first; j <= last; j++) sum += (w[j] = exp(w[j] - mx));
     for (int d = 0; d < hd; d++) out[d] = 0;
-    for (int j = 0; j <= last; j++)
+    for (int j = first; j <= last; j++)
         for (int d = 0; d < hd; d++) out[d] += w[j] / sum * c->vf[(size_t)j * hd + d];
     free(w);
+}
+
+static void attn_ref(const struct test_cache *c, const float *q_in, int last, float scale, double *out) {
+    attn_ref_window(c, q_in, 0, last, scale, out);
 }
 
 /* Query rows: `group` heads for each of n_tok tokens; q values sharpened so
  * scores span several units. */
 struct test_rows {
     int n;
+    int32_t window; /* 0: none */
     const float *q[64];
     float *out[64];
     int32_t last[64];
@@ -115,6 +121,7 @@ struct test_rows {
 
 static void rows_make(struct test_rows *r, int hd, const int32_t *lasts, int n_tok, int group, uint64_t *rng) {
     r->n = n_tok * group;
+    r->window = 0;
     r->qbuf = mem_alloc_aligned(sizeof(float) * (size_t)r->n * hd);
     r->obuf = mem_alloc_aligned(sizeof(float) * (size_t)r->n * hd);
     for (int i = 0; i < r->n * hd; i++) r->qbuf[i] = 3.0f * test_rand_uniform(rng, -1, 1);
@@ -130,7 +137,7 @@ static void run_kernel(const struct tensor_kernels *kt, const struct test_cache 
                        float scale) {
     float *scratch = mem_alloc_aligned(sizeof(float) * tensor_attn_scratch_floats(c->hd, r->n));
     struct attn_kv kv = {.type = c->type, .row_bytes = c->row_bytes, .spans = c->spans, .n_spans = c->n_spans};
-    struct attn_rows rows = {.n = r->n, .q = r->q, .out = r->out, .last = r->last};
+    struct attn_rows rows = {.n = r->n, .q = r->q, .out = r->out, .last = r->last, .window = r->window};
     kt->attn(c->hd, scale, &kv, &rows, scratch);
     mem_free(scratch);
 }
@@ -291,6 +298,54 @@ TEST(attn_batch_invariance) {
                 cache_free(&flat), cache_free(&paged);
             }
         }
+}
+
+/* A sliding window (rows see their last w positions): every kernel
+ * against the reference over the window, windows inside a tile, of a
+ * whole tile, across tiles and longer than the context, rows whose window
+ * starts at different tiles in one call; and a row's output is the same
+ * bits alone as among the others. */
+TEST(attn_sliding_window) {
+    static const int types[] = {TENSOR_TYPE_F32, TENSOR_TYPE_F16, TENSOR_TYPE_Q8_0};
+    static const int32_t windows[] = {1, 5, 16, 17, 40, 512};
+    const int hd = 64, group = 2, n = 200;
+    const float scale = 0.125f;
+    uint64_t rng = 11;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+        for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++)
+            for (int pat = 0; pat < 4; pat += 3) {
+                struct test_cache c;
+                cache_build(&c, types[ti], hd, n, k_patterns[pat].p, k_patterns[pat].n, rng++);
+                int32_t lasts[5] = {199, 0, 47, 48, 130};
+                struct test_rows r, alone;
+                rows_make(&r, hd, lasts, 5, group, &rng);
+                r.window = windows[wi];
+                rows_make(&alone, hd, &lasts[2], 1, group, &rng);
+                alone.window = windows[wi];
+                memcpy(alone.qbuf, r.qbuf + (size_t)2 * group * hd, sizeof(float) * (size_t)group * hd);
+                double *ref = malloc(sizeof(double) * (size_t)r.n * hd);
+                for (int i = 0; i < r.n; i++) {
+                    int first = r.last[i] >= r.window ? r.last[i] - r.window + 1 : 0;
+                    attn_ref_window(&c, r.q[i], first, r.last[i], scale, ref + (size_t)i * hd);
+                }
+                for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+                    const struct tensor_kernels *kt = tensor_kernels_get(isa);
+                    if (!kt) continue;
+                    run_kernel(kt, &c, &r, scale);
+                    double err = 0;
+                    for (int i = 0; i < r.n * hd; i++) err = fmax(err, fabs(r.obuf[i] - ref[i]));
+                    CHECK_MSG(err < 3e-6, "%s %s window %d %s: max error %g", kt->name, tensor_type_name(types[ti]),
+                              windows[wi], k_patterns[pat].name, err);
+                    run_kernel(kt, &c, &alone, scale);
+                    CHECK_MSG(!memcmp(alone.obuf, r.obuf + (size_t)2 * group * hd,
+                                      sizeof(float) * (size_t)group * hd),
+                              "%s %s window %d: a row alone differs from the same row among others", kt->name,
+                              tensor_type_name(types[ti]), windows[wi]);
+                }
+                free(ref);
+                rows_free(&r), rows_free(&alone);
+                cache_free(&c);
+            }
 }
 
 /* ---- the forward pass --------------------------------------------------- */

@@ -7,7 +7,9 @@
  *   the tile's K and V rows are made floats once (F32 rows are read in
  *   place; F16 rows are converted into the scratch tile; Q8_0 rows are
  *   read as integers, below);
- *   for each row that sees the tile, with n = its positions in the tile:
+ *   for each row that sees the tile, j over its positions in the tile
+ *   (those before its window's first are skipped, as the causal limit's
+ *   after it):
  *     s_j   = scale * q . k_j                       j < n
  *     m'    = max(m, max_j s_j)
  *     p_j   = e^(s_j - m'),  alpha = e^(m - m')
@@ -134,17 +136,19 @@ void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct att
     const bool q8 = kv->type == TENSOR_TYPE_Q8_0;
     if (q8) attn_quantize_rows(rows, hd, &w);
     struct attn_cursor cur = {kv->spans, 0};
-    for (int32_t t0 = 0; t0 <= end; t0 += T) {
+    int32_t begin = attn_rows_begin(rows);
+    attn_cursor_skip(&cur, begin);
+    for (int32_t t0 = begin; t0 <= end; t0 += T) {
         int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
         const uint8_t *kb[T], *vb[T];
         const float *k[T], *v[T];
         attn_cursor_take(kv, &cur, nt, kb, vb);
         if (q8) {
             for (int r = 0; r < rows->n; r++) {
-                if (rows->last[r] < t0) continue;
-                int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
-                row_tile_q8(hd, scale, attn_q8_qs(&w, r), attn_q8_d(&w, r), kb, vb, n, &w.m[r], &w.l[r],
-                            rows->out[r], w.p);
+                int lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+                if (n <= lo) continue;
+                row_tile_q8(hd, scale, attn_q8_qs(&w, r), attn_q8_d(&w, r), kb + lo, vb + lo, n - lo, &w.m[r],
+                            &w.l[r], rows->out[r], w.p);
             }
             continue;
         }
@@ -159,9 +163,9 @@ void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct att
             }
         }
         for (int r = 0; r < rows->n; r++) {
-            if (rows->last[r] < t0) continue;
-            int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
-            row_tile(hd, scale, rows->q[r], k, v, n, &w.m[r], &w.l[r], rows->out[r], w.p);
+            int lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+            if (n <= lo) continue;
+            row_tile(hd, scale, rows->q[r], k + lo, v + lo, n - lo, &w.m[r], &w.l[r], rows->out[r], w.p);
         }
     }
     for (int r = 0; r < rows->n; r++) {

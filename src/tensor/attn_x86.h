@@ -161,12 +161,12 @@ static inline int attn_chunk_rows(const struct attn_rows *rows, int r) {
 }
 
 /* The online-softmax step of R rows from their scores before scaling
- * (positions of the tile in lanes; lanes n.. masked): m and l updated, the
+ * (positions of the tile in lanes; lanes before lo and from n on masked): m and l updated, the
  * weights into p, each row's rescaling of its output into alpha. */
-static inline __attribute__((always_inline)) void attn_softmax_rows(const int R, const __m512 *raw, int n, float scale,
-                                                                     float *m, float *l, float (*p)[16],
-                                                                     float *alpha) {
-    __mmask16 valid = (__mmask16)((1u << n) - 1);
+static inline __attribute__((always_inline)) void attn_softmax_rows(const int R, const __m512 *raw, int lo, int n,
+                                                                     float scale, float *m, float *l,
+                                                                     float (*p)[16], float *alpha) {
+    __mmask16 valid = (__mmask16)(((1u << n) - 1) & ~((1u << lo) - 1));
     ATTN_UNROLL
     for (int r = 0; r < R; r++) {
         __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, raw[r], _mm512_set1_ps(scale));
@@ -189,8 +189,9 @@ static inline __attribute__((always_inline)) void attn_softmax_rows(const int R,
  * maximum and exponentials, out = alpha out + p_j v_j for j in order. */
 static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, const bool f16, int hd, float scale,
                                                                    const float *const *q, const void *const *k,
-                                                                   const void *const *v, int n, float *m, float *l,
-                                                                   float *const *out, const struct attn_pf *pf) {
+                                                                   const void *const *v, int lo, int n, float *m,
+                                                                   float *l, float *const *out,
+                                                                   const struct attn_pf *pf) {
     __m512 w[2][ATTN_CHUNK];
     attn_chunk_scores8(R, f16, hd, q, k, w[0]);
     if (n > 8) {
@@ -204,7 +205,7 @@ static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, c
     for (int r = 0; r < R; r++) raw[r] = hsum_join_ps512(w[0][r], w[1][r]);
     float alpha[ATTN_CHUNK];
     _Alignas(64) float p[ATTN_CHUNK][16];
-    attn_softmax_rows(R, raw, n, scale, m, l, p, alpha);
+    attn_softmax_rows(R, raw, lo, n, scale, m, l, p, alpha);
     int d0 = 0;
     for (; d0 + 64 <= hd; d0 += 64) {
         __m512 a[ATTN_CHUNK][4];
@@ -213,7 +214,7 @@ static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, c
             ATTN_UNROLL
             for (int c = 0; c < 4; c++)
                 a[r][c] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0 + 16 * c), _mm512_set1_ps(alpha[r]));
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             if (d0 == 0) attn_pf_row(pf, j);
             __m512 vv[4];
             ATTN_UNROLL
@@ -234,7 +235,7 @@ static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, c
         __m512 a[ATTN_CHUNK];
         ATTN_UNROLL
         for (int r = 0; r < R; r++) a[r] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0), _mm512_set1_ps(alpha[r]));
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             if (d0 == 0) attn_pf_row(pf, j);
             __m512 vv = attn_load(v[j], d0, f16);
             ATTN_UNROLL
@@ -251,21 +252,19 @@ static inline __attribute__((always_inline)) void attn_chunk_tile(const int R, c
 static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, int32_t t0, int nt, bool f16,
                            const void *const *k, const void *const *v, struct attn_work *w, struct attn_pf *pf) {
     for (int r = 0; r < rows->n;) {
-        int32_t last = rows->last[r];
-        int R = attn_chunk_rows(rows, r);
-        if (last >= t0) {
-            int n = last + 1 - t0 < nt ? last + 1 - t0 : nt;
+        int R = attn_chunk_rows(rows, r), lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+        if (n > lo) {
             const float *const *q = rows->q + r;
             float *const *o = rows->out + r;
             float *m = w->m + r, *l = w->l + r;
             if (f16) {
-                if (R == 3) attn_chunk_tile(3, true, hd, scale, q, k, v, n, m, l, o, pf);
-                else if (R == 2) attn_chunk_tile(2, true, hd, scale, q, k, v, n, m, l, o, pf);
-                else attn_chunk_tile(1, true, hd, scale, q, k, v, n, m, l, o, pf);
+                if (R == 3) attn_chunk_tile(3, true, hd, scale, q, k, v, lo, n, m, l, o, pf);
+                else if (R == 2) attn_chunk_tile(2, true, hd, scale, q, k, v, lo, n, m, l, o, pf);
+                else attn_chunk_tile(1, true, hd, scale, q, k, v, lo, n, m, l, o, pf);
             } else {
-                if (R == 3) attn_chunk_tile(3, false, hd, scale, q, k, v, n, m, l, o, pf);
-                else if (R == 2) attn_chunk_tile(2, false, hd, scale, q, k, v, n, m, l, o, pf);
-                else attn_chunk_tile(1, false, hd, scale, q, k, v, n, m, l, o, pf);
+                if (R == 3) attn_chunk_tile(3, false, hd, scale, q, k, v, lo, n, m, l, o, pf);
+                else if (R == 2) attn_chunk_tile(2, false, hd, scale, q, k, v, lo, n, m, l, o, pf);
+                else attn_chunk_tile(1, false, hd, scale, q, k, v, lo, n, m, l, o, pf);
             }
             pf->n = 0; /* asked for by the first chunk */
         }
@@ -364,8 +363,8 @@ static inline __m512 attn_q8_scales(const void *const *rows, int b, int rb) {
 static inline __attribute__((always_inline)) void attn_q8_chunk_tile(const int R, int hd, float scale,
                                                                       const struct attn_work *wk, int r0,
                                                                       const void *const *k, const void *const *v,
-                                                                      const float *dk, const float *dv, int n,
-                                                                      float *m, float *l, float *const *out,
+                                                                      const float *dk, const float *dv, int lo,
+                                                                      int n, float *m, float *l, float *const *out,
                                                                       float *cv, const struct attn_pf *pf) {
     const int nb = hd / QK, nc = (nb + 1) / 2;
     __m512 raw[ATTN_CHUNK];
@@ -400,7 +399,7 @@ static inline __attribute__((always_inline)) void attn_q8_chunk_tile(const int R
     }
     float alpha[ATTN_CHUNK];
     _Alignas(64) float p[ATTN_CHUNK][16];
-    attn_softmax_rows(R, raw, n, scale, m, l, p, alpha);
+    attn_softmax_rows(R, raw, lo, n, scale, m, l, p, alpha);
     /* the weights times the rows' scales: cv[r][b][j] */
     ATTN_UNROLL
     for (int r = 0; r < R; r++)
@@ -413,7 +412,7 @@ static inline __attribute__((always_inline)) void attn_q8_chunk_tile(const int R
         for (int r = 0; r < R; r++)
             for (int h = 0; h < 2; h++)
                 a[r][h] = _mm512_mul_ps(_mm512_loadu_ps(out[r] + d0 + 16 * h), _mm512_set1_ps(alpha[r]));
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             if (d0 == 0) attn_pf_row(pf, j);
             const int8_t *qs = ((const block_q8_0 *)v[j])[b].qs;
             __m512 vv[2];
@@ -442,15 +441,13 @@ static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows,
         _mm512_store_ps(dv + 16 * b, attn_q8_scales(v, b, rb));
     }
     for (int r = 0; r < rows->n;) {
-        int32_t last = rows->last[r];
-        int R = attn_chunk_rows(rows, r);
-        if (last >= t0) {
-            int n = last + 1 - t0 < nt ? last + 1 - t0 : nt;
+        int R = attn_chunk_rows(rows, r), lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+        if (n > lo) {
             float *const *o = rows->out + r;
             float *m = w->m + r, *l = w->l + r;
-            if (R == 3) attn_q8_chunk_tile(3, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
-            else if (R == 2) attn_q8_chunk_tile(2, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
-            else attn_q8_chunk_tile(1, hd, scale, w, r, k, v, dk, dv, n, m, l, o, cv, pf);
+            if (R == 3) attn_q8_chunk_tile(3, hd, scale, w, r, k, v, dk, dv, lo, n, m, l, o, cv, pf);
+            else if (R == 2) attn_q8_chunk_tile(2, hd, scale, w, r, k, v, dk, dv, lo, n, m, l, o, cv, pf);
+            else attn_q8_chunk_tile(1, hd, scale, w, r, k, v, dk, dv, lo, n, m, l, o, cv, pf);
             pf->n = 0;
         }
         r += R;
@@ -485,12 +482,13 @@ static inline void attn_f16_to_float(const uint8_t *src, float *dst, int hd) {
  * with no position of the row is not computed (its lanes are masked
  * either way). */
 static inline void attn_row_tile(int hd, float scale, const float *q, const float *const *k, const float *const *v,
-                                 int n, float *m, float *l, float *out, float *p) {
+                                 int lo, int n, float *m, float *l, float *out, float *p) {
     const __m256 iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     __m256 s[2], keep[2];
     for (int h = 0; h < 2; h++) {
-        keep[h] = _mm256_cmp_ps(iota, _mm256_set1_ps((float)(n - 8 * h)), _CMP_LT_OQ);
-        if (8 * h >= n) {
+        keep[h] = _mm256_and_ps(_mm256_cmp_ps(iota, _mm256_set1_ps((float)(n - 8 * h)), _CMP_LT_OQ),
+                                _mm256_cmp_ps(iota, _mm256_set1_ps((float)(lo - 8 * h)), _CMP_GE_OQ));
+        if (8 * h >= n || 8 * h + 8 <= lo) {
             s[h] = _mm256_set1_ps(-INFINITY);
             continue;
         }
@@ -516,7 +514,7 @@ static inline void attn_row_tile(int hd, float scale, const float *q, const floa
         int w = hd - d0 < 64 ? (hd - d0) / 8 : 8;
         __m256 a[8];
         for (int i = 0; i < w; i++) a[i] = _mm256_mul_ps(_mm256_loadu_ps(out + d0 + 8 * i), va);
-        for (int j = 0; j < n; j++) {
+        for (int j = lo; j < n; j++) {
             __m256 pj = _mm256_set1_ps(p[j]);
             const float *vr = v[j] + d0;
             if (w == 8) {
@@ -535,9 +533,9 @@ static void attn_tile_rows(int hd, float scale, const struct attn_rows *rows, in
     (void)f16;
     for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j);
     for (int r = 0; r < rows->n; r++) {
-        if (rows->last[r] < t0) continue;
-        int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
-        attn_row_tile(hd, scale, rows->q[r], (const float *const *)k, (const float *const *)v, n, &w->m[r],
+        int lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+        if (n <= lo) continue;
+        attn_row_tile(hd, scale, rows->q[r], (const float *const *)k, (const float *const *)v, lo, n, &w->m[r],
                       &w->l[r], rows->out[r], w->p);
     }
 }
@@ -590,10 +588,10 @@ static void attn_q8_tile_rows(int hd, float scale, const struct attn_rows *rows,
     (void)rb;
     for (int j = 0; j < pf->n; j++) attn_pf_row(pf, j);
     for (int r = 0; r < rows->n; r++) {
-        if (rows->last[r] < t0) continue;
-        int n = rows->last[r] + 1 - t0 < nt ? rows->last[r] + 1 - t0 : nt;
-        attn_q8_row_tile(hd, scale, attn_q8_qs(w, r), attn_q8_d(w, r), k, v, n, &w->m[r], &w->l[r], rows->out[r],
-                         w->p);
+        int lo, n = attn_tile_range(rows, r, t0, nt, &lo);
+        if (n <= lo) continue;
+        attn_q8_row_tile(hd, scale, attn_q8_qs(w, r), attn_q8_d(w, r), k + lo, v + lo, n - lo, &w->m[r], &w->l[r],
+                         rows->out[r], w->p);
     }
 }
 
@@ -621,7 +619,10 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         memset(rows->out[r], 0, sizeof(float) * (size_t)hd);
     }
     if (q8) attn_quantize_rows_x86(rows, hd, &w);
-    struct attn_cursor cur = {kv->spans, 0}, ahead = cur;
+    struct attn_cursor cur = {kv->spans, 0};
+    int32_t begin = attn_rows_begin(rows);
+    attn_cursor_skip(&cur, begin);
+    struct attn_cursor ahead = cur;
     /* The rows of one head are short runs scattered over the cache blocks
      * (and the cache rarely fits in the caches at serving batch sizes):
      * the rows PF_AHEAD tiles ahead are prefetched while this one is
@@ -632,13 +633,13 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
     enum { PF_AHEAD = 2 };
     const bool direct_f16 = ATTN_DIRECT_F16 && kv->type == TENSOR_TYPE_F16; /* zeros read as F16 are zeros too */
     struct attn_pf pf = {.bytes = tensor_row_size(kv->type, hd)};
-    int32_t pf_next = 0; /* first position not yet prefetched */
-    for (; pf_next <= end && pf_next < PF_AHEAD * T; pf_next += T) { /* the first tiles at once */
+    int32_t pf_next = begin; /* first position not yet prefetched */
+    for (; pf_next <= end && pf_next < begin + PF_AHEAD * T; pf_next += T) { /* the first tiles at once */
         pf.n = end + 1 - pf_next < T ? end + 1 - pf_next : T;
         attn_cursor_take(kv, &ahead, pf.n, pf.k, pf.v);
         for (int j = 0; j < pf.n; j++) attn_pf_row(&pf, j);
     }
-    for (int32_t t0 = 0; t0 <= end; t0 += T) {
+    for (int32_t t0 = begin; t0 <= end; t0 += T) {
         int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
         const uint8_t *kb[T], *vb[T];
         const void *k[T], *v[T];

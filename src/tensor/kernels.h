@@ -121,7 +121,39 @@ static inline bool attn_cursor_take(const struct attn_kv *kv, struct attn_cursor
     return runs == 1;
 }
 
-/* The largest last position of the rows: the call reads 0..that. */
+/* Skips the next n positions without reading them. */
+static inline void attn_cursor_skip(struct attn_cursor *c, int32_t n) {
+    while (n > 0) {
+        while (c->off == c->span->n) c->span++, c->off = 0;
+        int run = c->span->n - c->off < n ? c->span->n - c->off : (int)n;
+        c->off += run, n -= run;
+    }
+}
+
+/* Row r's first visible position (struct attn_rows.window). */
+static inline int32_t attn_row_first(const struct attn_rows *rows, int r) {
+    return rows->window > 0 && rows->last[r] >= rows->window ? rows->last[r] - rows->window + 1 : 0;
+}
+
+/* The positions [lo, n) of the tile at t0 (nt positions) that row r sees;
+ * none where n <= lo. */
+static inline int attn_tile_range(const struct attn_rows *rows, int r, int32_t t0, int nt, int *lo) {
+    int32_t first = attn_row_first(rows, r) - t0, n = rows->last[r] + 1 - t0;
+    *lo = first > 0 ? (first < nt ? (int)first : nt) : 0;
+    return n < 0 ? 0 : n < nt ? (int)n : nt;
+}
+
+/* The first tile any row sees: its first position (a multiple of the tile). */
+static inline int32_t attn_rows_begin(const struct attn_rows *rows) {
+    int32_t b = INT32_MAX;
+    for (int r = 0; r < rows->n; r++) {
+        int32_t f = attn_row_first(rows, r);
+        if (f < b) b = f;
+    }
+    return b == INT32_MAX ? 0 : b / TENSOR_ATTN_TILE * TENSOR_ATTN_TILE;
+}
+
+/* The largest last position of the rows: the call reads up to that. */
 static inline int32_t attn_rows_end(const struct attn_rows *rows) {
     int32_t end = -1;
     for (int r = 0; r < rows->n; r++)

@@ -127,16 +127,20 @@ struct attn_kv {
 };
 
 /* Query rows sharing one K/V head (the heads of a group, for one or more
- * tokens of the sequence): row r sees positions 0..last[r] (causal mask). */
+ * tokens of the sequence): row r sees positions first(r)..last[r] (causal
+ * mask), first(r) = 0, or with a sliding window w > 0 the last w positions,
+ * max(0, last[r] - w + 1). */
 struct attn_rows {
     int n;
     const float *const *q; /* [n] query rows of head_dim floats */
     float *const *out;     /* [n] output rows of head_dim floats */
     const int32_t *last;   /* [n] each row's own position; the spans cover 0..max(last) */
+    int32_t window;        /* 0: every earlier position; else the positions a row sees */
 };
 
-/* out[r] = sum_{j <= last[r]} softmax_j(scale * q[r].k_j) v_j for every row,
- * every K and V row read once per call whatever the number of rows. With a
+/* out[r] = sum_{first(r) <= j <= last[r]} softmax_j(scale * q[r].k_j) v_j for
+ * every row, every K and V row read once per call whatever the number of
+ * rows; tiles before every row's first position are not read. With a
  * Q8_0 cache q[r] is first quantized to Q8_0 blocks (as the products
  * quantize activations) and q.k is exact integer block sums times the
  * blocks' scales (attn_scalar.c gives the order of the float steps).
