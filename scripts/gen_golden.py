@@ -53,9 +53,26 @@ ROOT = os.path.dirname(HERE)
 REQS = os.path.join(HERE, "golden-requirements.txt")
 DEFAULT_VENV = os.environ.get("KVIK_GOLDEN_VENV") or os.path.join(
     os.path.expanduser("~"), ".cache", "kvik", "golden-venv")
-DEFAULT_OUT = os.path.join(ROOT, "tests", "data", "golden")
-MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EXPECTED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# The models with golden data: registry name -> (file in the model cache,
+# its sha256, a title, the output folder under tests/data). `kvik pull NAME`
+# fetches each; the registry (src/api/registry.c) pins the same sha256.
+MODELS = {
+    "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf",
+                     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                     "SmolLM2-135M-Instruct Q4_1", "golden"),
+    "qwen2.5-coder-0.5b": ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                           "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                           "Qwen2.5-Coder-0.5B-Instruct", "golden-qwen2.5-coder-0.5b"),
+    "qwen2.5-coder-1.5b": ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                           "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                           "Qwen2.5-Coder-1.5B-Instruct Q4_K_M", "golden-qwen2.5-coder-1.5b"),
+    "gemma3-270m": ("gemma-3-270m-q4_k_m.gguf",
+                    "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "Gemma 3 270M Q4_K_M",
+                    "golden-gemma3-270m"),
+}
+DEFAULT_MODEL = "smollm2-135m"
+MODEL_NAME, EXPECTED_SHA256, TITLE, OUT_SUBDIR = MODELS[DEFAULT_MODEL]
+DEFAULT_OUT = os.path.join(ROOT, "tests", "data", OUT_SUBDIR)
 CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
               "-DGGML_F16C=ON -DGGML_BMI2=ON")
 
@@ -69,7 +86,7 @@ TOP_K = 20
 
 
 def default_model():
-    d = os.environ.get("KVIK_MODELS")
+    d = os.environ.get("KVIK_MODELS") or os.environ.get("KVIK_MODEL_CACHE")
     if d:
         return os.path.join(d, MODEL_NAME)
     return os.path.join(os.path.expanduser("~"), ".cache", "kvik", "models",
@@ -334,13 +351,13 @@ def esc(s):
 PREVIEW = 120
 
 
-def generate(model, out_dir):
+def generate(model, out_dir, name=DEFAULT_MODEL):
     import llama_cpp
     import numpy as np
     from llama_cpp import Llama
 
     msha = sha256_file(model)
-    if msha != EXPECTED_SHA256:
+    if EXPECTED_SHA256 and msha != EXPECTED_SHA256:
         print("warning: model sha256 %s != expected %s" % (msha,
               EXPECTED_SHA256), file=sys.stderr)
     llm = Llama(model_path=model, logits_all=True, n_ctx=N_CTX,
@@ -348,7 +365,7 @@ def generate(model, out_dir):
                 n_threads_batch=N_THREADS, seed=SEED, verbose=False)
     md = llm.metadata
     add_bos = md.get("tokenizer.ggml.add_bos_token", "false") == "true"
-    template = md["tokenizer.chat_template"]
+    template = md.get("tokenizer.chat_template")  # None: the chat prompts are left out
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     bos_id = llama_cpp.llama_vocab_bos(vocab)
     eos_id = llama_cpp.llama_vocab_eos(vocab)
@@ -362,6 +379,8 @@ def generate(model, out_dir):
     files = []
     noise_top20, noise_top1, noise_argmax = [], [], 0
     for stem, name, kind, src in PROMPTS:
+        if kind == "chat" and template is None:
+            continue
         if kind == "chat":
             text = render_chat(template, CHATS[src], bos_s, eos_s)
             special = True
@@ -412,11 +431,11 @@ def generate(model, out_dir):
                  noise_argmax, len(noise_top1)))
     write_readme(out_dir, versions, info["system_info"], msha, add_bos,
                  bos_id, eos_id, sorted(eog_ids), llm.n_vocab(), summary,
-                 files, noise)
+                 files, noise, name, template is not None)
 
 
 README_FORMAT = """\
-# tests/data/golden — llama.cpp reference outputs for SmolLM2-135M-Instruct Q4_1
+# tests/data/{out_subdir} — llama.cpp reference outputs for {title}
 
 Produced by `scripts/gen_golden.py` (the only way they are made; it says how
 to set up its pinned venv and run it) with llama.cpp through the PyPI package
@@ -426,7 +445,7 @@ generated too**: edit the script, not this file.
 ## How it was made
 
     python3 scripts/gen_golden.py --setup   # venv ~/.cache/kvik/golden-venv, pins: scripts/golden-requirements.txt
-    python3 scripts/gen_golden.py           # model: ~/.cache/kvik/models/{model_name}
+    python3 scripts/gen_golden.py {model_arg}          # model: ~/.cache/kvik/models/{model_name}
 
 {versions}
 
@@ -455,8 +474,7 @@ only where its margin over the second id is comfortably larger), and greedy
 continuations can legitimately diverge after a near-tie.
 
 Model: `{model_name}`, sha256 `{model_sha}`. Tokenizer facts from its
-metadata, used here: `tokenizer.ggml.add_bos_token` = {add_bos} (so no BOS is
-added), BOS id {bos_id}, EOS id {eos_id}, end-of-generation ids {eog_ids},
+metadata, used here: `tokenizer.ggml.add_bos_token` = {add_bos} (so {bos_note}), BOS id {bos_id}, EOS id {eos_id}, end-of-generation ids {eog_ids},
 vocabulary size {n_vocab}.
 
 ## File format (`pNN.txt`, one per prompt)
@@ -511,7 +529,8 @@ Escaped with Python's `repr` rules (`\\n` is a newline); prompts cut after
 
 
 def write_readme(out_dir, versions, system_info, msha, add_bos, bos_id,
-                 eos_id, eog_ids, n_vocab, summary, files, noise):
+                 eos_id, eog_ids, n_vocab, summary, files, noise,
+                 name=DEFAULT_MODEL, has_template=True):
     vlines = "\n".join("- %s: `%s`" % kv for kv in versions.items())
     ptab = "\n".join(
         "| `%s.txt` | %s | %s | %d | %d | %d |" % (
@@ -536,6 +555,11 @@ def write_readme(out_dir, versions, system_info, msha, add_bos, bos_id,
         "n_cont": N_CONT, "top_k": TOP_K, "prompt_table": ptab,
         "continuations": conts, "file_table": ftab,
         "preview": PREVIEW, "max_line": max_line, "noise": noise,
+        "out_subdir": OUT_SUBDIR, "title": TITLE,
+        "model_arg": "" if name == DEFAULT_MODEL else "--name " + name,
+        "bos_note": ("BOS is added" if add_bos else "no BOS is added") + (
+            "" if has_template else "; the file has no chat template, so "
+            "the chat prompts p06 and p07 are left out"),
     }.items():
         text = text.replace("{%s}" % k, str(v))
     with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8",
@@ -546,10 +570,12 @@ def write_readme(out_dir, versions, system_info, msha, add_bos, bos_id,
 def main():
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", nargs="?", default=default_model(),
-                    help="GGUF model (default: %(default)s)")
-    ap.add_argument("--out", default=DEFAULT_OUT,
-                    help="output folder (default: %(default)s)")
+    ap.add_argument("model", nargs="?", default=None,
+                    help="GGUF model file (default: the --name model in the cache)")
+    ap.add_argument("--name", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                    help="which model's golden data (default: %(default)s)")
+    ap.add_argument("--out", default=None,
+                    help="output folder (default: tests/data/ of the model)")
     ap.add_argument("--setup", action="store_true",
                     help="create the venv and install the pinned requirements")
     ap.add_argument("--venv", default=DEFAULT_VENV,
@@ -572,9 +598,13 @@ def main():
             os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
         sys.exit("llama_cpp / numpy not importable and no venv at %s; run "
                  "`python3 %s --setup` first" % (args.venv, sys.argv[0]))
-    if not os.path.exists(args.model):
-        sys.exit("model not found: %s (run `make model`)" % args.model)
-    generate(args.model, args.out)
+    global MODEL_NAME, EXPECTED_SHA256, TITLE, OUT_SUBDIR
+    MODEL_NAME, EXPECTED_SHA256, TITLE, OUT_SUBDIR = MODELS[args.name]
+    model = args.model or default_model()
+    out = args.out or os.path.join(ROOT, "tests", "data", OUT_SUBDIR)
+    if not os.path.exists(model):
+        sys.exit("model not found: %s (run `./build/kvik pull %s`)" % (model, args.name))
+    generate(model, out, args.name)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "test.h"
 
 static struct test_case *g_head, **g_tail = &g_head;
@@ -51,6 +52,25 @@ const char *test_default_model(char *buf, size_t len) {
     FILE *f = fopen(buf, "rb");
     if (!f) {
         test_skip("default model not cached; run `make model`");
+        return NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+const char *test_registry_model(const char *name, char *buf, size_t len) {
+    const struct api_model_entry *e = api_model_find(name);
+    char dir[4096];
+    if (!e || !api_model_cache_dir(dir, sizeof dir)) {
+        test_fail(__FILE__, __LINE__, "no registry model '%s' or no cache folder", name);
+        return NULL;
+    }
+    snprintf(buf, len, "%s/%s", dir, e->file);
+    FILE *f = fopen(buf, "rb");
+    if (!f) {
+        static char why[256]; /* test_skip keeps the pointer */
+        snprintf(why, sizeof why, "model %s not cached; run `./build/kvik pull %s`", name, name);
+        test_skip(why);
         return NULL;
     }
     fclose(f);

@@ -34,6 +34,10 @@ const char *test_env(const char *name);
  * and returns NULL when it is not there (`make model` fetches it). */
 const char *test_default_model(char *buf, size_t len);
 
+/* The cached file of a model of the registry (src/api/registry.c) by name,
+ * as test_default_model: its path in buf, or NULL with the test skipped. */
+const char *test_registry_model(const char *name, char *buf, size_t len);
+
 /* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it
  * cannot be read. */
 char *test_slurp(const char *path, size_t *len);

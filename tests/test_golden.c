@@ -14,7 +14,9 @@
  *   - our own greedy continuation equals llama.cpp's up to the first
  *     position where llama.cpp's top two log-probabilities are within
  *     CLEAR_MARGIN (a near-tie, where either choice is right; see below).
- * Skipped when the model is not cached.
+ * The same for every model of the registry with golden data (a folder
+ * tests/data/golden-NAME). Skipped when a model is not cached (`make test`
+ * fetches them all).
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -259,10 +261,10 @@ static void check_file(struct model *m, struct tokenizer *tok, const struct gold
     free(ids), free(logits), free(lp);
 }
 
-TEST(golden_llama_cpp_agreement) {
-    char path[4096], dir[4096];
-    if (!test_default_model(path, sizeof path)) return;
-    snprintf(dir, sizeof dir, "%s/golden", test_env("KVIK_TEST_DATA"));
+/* Every golden file of tests/data/<subdir> against the model at path. */
+static void golden_run(const char *path, const char *subdir, int min_files) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", test_env("KVIK_TEST_DATA"), subdir);
     struct dirent **names;
     int nf = scandir(dir, &names, NULL, alphasort);
     REQUIRE(nf > 0);
@@ -288,7 +290,7 @@ TEST(golden_llama_cpp_agreement) {
         free(names[i]);
     }
     free(names);
-    CHECK(tot.files >= 8);
+    CHECK(tot.files >= min_files);
     double top1 = tot.positions ? (double)tot.top1_agree / tot.positions : 0;
     double clear = tot.clear_positions ? (double)tot.clear_agree / tot.clear_positions : 0;
     double kl = tot.positions ? tot.kl_sum / tot.positions : 1;
@@ -300,4 +302,27 @@ TEST(golden_llama_cpp_agreement) {
     CHECK_MSG(kl < 0.01, "mean KL %.5f >= 0.01", kl);
     tokenizer_free(tok);
     model_free(m);
+}
+
+TEST(golden_llama_cpp_agreement) {
+    char path[4096];
+    if (test_default_model(path, sizeof path)) golden_run(path, "golden", 11);
+}
+
+TEST(golden_qwen2_5_coder_0_5b) {
+    char path[4096];
+    if (test_registry_model("qwen2.5-coder-0.5b", path, sizeof path))
+        golden_run(path, "golden-qwen2.5-coder-0.5b", 11);
+}
+
+TEST(golden_qwen2_5_coder_1_5b) {
+    char path[4096];
+    if (test_registry_model("qwen2.5-coder-1.5b", path, sizeof path))
+        golden_run(path, "golden-qwen2.5-coder-1.5b", 11);
+}
+
+/* The file has no chat template: the two chat prompts are not recorded. */
+TEST(golden_gemma3_270m) {
+    char path[4096];
+    if (test_registry_model("gemma3-270m", path, sizeof path)) golden_run(path, "golden-gemma3-270m", 9);
 }

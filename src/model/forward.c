@@ -69,8 +69,10 @@ struct model_ctx {
     struct attn_item *items;   /* [max_items] this batch's attention items */
     int n_items, max_items;
     struct model_profile prof; /* model_ctx_profile */
-    float *inv_freq; /* [rope_dim / 2] */
-    float *rope_cs;  /* [max_tokens][rope_dim / 2][2] cos and sin of each token's angles */
+    float *inv_freq[2]; /* [rope_dim / 2] per set of layers (struct layer_weights.rope_set) */
+    float *rope_cs[2];  /* [max_tokens][rope_dim / 2][2] cos and sin of each token's angles, per set */
+    int n_rope_sets;    /* 1, or 2 where the sliding layers rotate with a base of their own */
+    float *tmp;         /* [max_tokens][n_embd] a block's normalised output (post norms) */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
 };
@@ -125,8 +127,13 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
     c->toks = mem_alloc_aligned(T * sizeof(struct attn_tok));
     c->max_items = max_tokens * hp->n_head_kv; /* at most a block per token, times the K/V heads */
     c->items = mem_alloc_aligned((size_t)c->max_items * sizeof(struct attn_item));
-    c->inv_freq = alloc_floats((size_t)hp->rope_dim / 2, &ok);
-    c->rope_cs = alloc_floats(T * (size_t)hp->rope_dim, &ok);
+    c->n_rope_sets = hp->n_swa > 0 && hp->rope_base_swa != hp->rope_base ? 2 : 1;
+    for (int r = 0; r < c->n_rope_sets; r++) {
+        c->inv_freq[r] = alloc_floats((size_t)hp->rope_dim / 2, &ok);
+        c->rope_cs[r] = alloc_floats(T * (size_t)hp->rope_dim, &ok);
+    }
+    if (c->n_rope_sets == 1) c->inv_freq[1] = c->inv_freq[0], c->rope_cs[1] = c->rope_cs[0];
+    c->tmp = alloc_floats(T * hp->n_embd, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
     for (int l = 0; l < hp->n_layer; l++) {
@@ -143,8 +150,13 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
         err_set(err, KVIK_ERR_NOMEM, "model: out of memory for a batch of %d tokens", max_tokens);
         goto fail;
     }
-    for (int i = 0; i < hp->rope_dim / 2; i++)
-        c->inv_freq[i] = (float)pow((double)hp->rope_base, -2.0 * i / hp->rope_dim);
+    for (int r = 0; r < c->n_rope_sets; r++)
+        for (int i = 0; i < hp->rope_dim / 2; i++) {
+            double base = r ? hp->rope_base_swa : hp->rope_base;
+            double f = pow(base, -2.0 * i / hp->rope_dim);
+            if (m->rope_freqs && !r) f /= (double)m->rope_freqs[i];
+            c->inv_freq[r][i] = (float)f;
+        }
     return c;
 fail:
     model_ctx_free(c);
@@ -154,8 +166,9 @@ fail:
 void model_ctx_free(struct model_ctx *c) {
     if (!c) return;
     pool_free(c->pool);
-    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->inv_freq, c->rope_cs, c->attn_scratch};
+    float *bufs[] = {c->x, c->xn, c->q, c->kv_k, c->kv_v, c->attn, c->gate, c->up, c->attn_scratch, c->tmp};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) mem_free(bufs[i]);
+    for (int r = 0; r < c->n_rope_sets; r++) mem_free(c->inv_freq[r]), mem_free(c->rope_cs[r]);
     mem_free(c->rows);
     mem_free(c->spans);
     mem_free(c->attn_q);
@@ -182,20 +195,32 @@ static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float po
  * way wherever it falls). */
 struct glu_job {
     const struct tensor_kernels *k;
+    enum model_act act;
     float *gate;
     const float *up;
     size_t n;
 };
 
+/* gate[i] = gelu(gate[i]) * up[i], the tanh form (arch.h). */
+static void gelu_tanh_mul(float *gate, const float *up, int64_t n) {
+    const float a = 0.044715f, s = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; i++) {
+        float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + tanhf(s * x * (1.0f + a * x * x))) * up[i];
+    }
+}
+
 static void glu_worker(void *arg, int ith, int nth) {
     struct glu_job *job = arg;
     size_t per = (job->n + (size_t)nth - 1) / (size_t)nth, i0 = per * (size_t)ith;
     size_t i1 = i0 + per < job->n ? i0 + per : job->n;
-    if (i1 > i0) job->k->silu_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
+    if (i1 <= i0) return;
+    if (job->act == MODEL_ACT_GELU_TANH) gelu_tanh_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
+    else job->k->silu_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
 }
 
 static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
-    struct glu_job job = {c->k, gate, up, n};
+    struct glu_job job = {c->k, c->m->arch->act, gate, up, n};
     if (n < 4096) glu_worker(&job, 0, 1); /* one token: not worth a wake-up */
     else pool_run(c->pool, glu_worker, &job);
 }
@@ -203,6 +228,39 @@ static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
 /* c->x += W x (the residual stream), through c->xn. */
 static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n) {
     return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
+}
+
+/* c->x += rmsnorm(W x) * norm: a block's output normalised before it
+ * joins the residual stream (post norms). */
+static kvik_status matmul_post_norm(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n,
+                                    const float *norm) {
+    const struct model_hparams *hp = &c->m->hp;
+    kvik_status st = tensor_matmul(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch);
+    if (st) return st;
+    for (int t = 0; t < n; t++) {
+        float *y = c->tmp + (size_t)t * hp->n_embd, *acc = c->x + (size_t)t * hp->n_embd;
+        tensor_rmsnorm(y, c->xn + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
+        for (int i = 0; i < hp->n_embd; i++) acc[i] += y[i];
+    }
+    return KVIK_OK;
+}
+
+/* A block's output into the residual stream, through its post norm if
+ * the layer has one. */
+static kvik_status block_out(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n,
+                             const float *post_norm) {
+    return post_norm ? matmul_post_norm(c, w, x, n, post_norm) : matmul_residual(c, w, x, n);
+}
+
+/* The FFN's down product: act(gate) * up, then Wdown, into the residual
+ * stream (the SiLU unit without a post norm fused into the product). */
+static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix *w, float *gate, const float *up,
+                                 int n);
+
+static kvik_status ffn_out(struct model_ctx *c, const struct layer_weights *L, int n) {
+    if (c->m->arch->act == MODEL_ACT_SILU && !L->post_ffn_norm) return down_residual(c, &L->w_down, c->gate, c->up, n);
+    glu(c, c->gate, c->up, (size_t)n * (size_t)L->w_down.cols);
+    return block_out(c, &L->w_down, c->gate, n, L->post_ffn_norm);
 }
 
 /* c->x += Wdown (silu(gate) * up), the gating done on each row as it is
@@ -230,6 +288,7 @@ struct qkv_epi {
     struct kv_cache *kv;
     const struct model_batch *b;
     int layer, mat0;
+    const float *cs;     /* the layer's angles (model_ctx.rope_cs) */
     from_float_fn store; /* F16: the converter; F32: NULL (copied) */
     bool store_rows;     /* the cache is stored here */
 };
@@ -244,7 +303,7 @@ static void qkv_epilogue(void *arg, int mi, int64_t r0, int64_t r1, int64_t t0, 
     for (int64_t t = t0; t < t1; t++) {
         float *row = base + (size_t)t * dim;
         if (mat < 2) {
-            const float *cs = c->rope_cs + (size_t)t * hp->rope_dim;
+            const float *cs = e->cs + (size_t)t * hp->rope_dim;
             for (int64_t h0 = r0 / hd * hd; h0 < r1; h0 += hd) { /* each head's rotated part in the range */
                 int64_t a = h0 > r0 ? h0 : r0, z = h0 + hp->rope_dim < r1 ? h0 + hp->rope_dim : r1;
                 if (z > a) c->k->rope(row + a, cs + (a - h0), z - a);
@@ -255,6 +314,71 @@ static void qkv_epilogue(void *arg, int mi, int64_t r0, int64_t r1, int64_t t0, 
         if (e->store) e->store(row + r0, dst + (size_t)r0 * 2, r1 - r0);
         else memcpy(dst + (size_t)r0 * sizeof(float), row + r0, (size_t)(r1 - r0) * sizeof(float));
     }
+}
+
+/* The Q/K/V rows of families whose steps need whole heads (biases, Q/K
+ * norms, NEOX pairs), token by token from a shared counter: bias added,
+ * each Q and K head normalised, then rotated. The cache store is left to
+ * attention (attn_worker). */
+struct qkv_finish_job {
+    struct model_ctx *c;
+    const struct layer_weights *L;
+    const float *cs;
+    int n;
+    atomic_int next;
+};
+
+/* RoPE of one head by the kernel table's pairwise rotation: NEOX pairs
+ * (i, i + rope_dim / 2) are moved next to each other and back. */
+static void rope_head(const struct model_ctx *c, float *x, const float *cs, float *pairs) {
+    const struct model_hparams *hp = &c->m->hp;
+    int half = hp->rope_dim / 2;
+    if (c->m->arch->rope == MODEL_ROPE_NORM) {
+        c->k->rope(x, cs, hp->rope_dim);
+        return;
+    }
+    for (int i = 0; i < half; i++) pairs[2 * i] = x[i], pairs[2 * i + 1] = x[i + half];
+    c->k->rope(pairs, cs, hp->rope_dim);
+    for (int i = 0; i < half; i++) x[i] = pairs[2 * i], x[i + half] = pairs[2 * i + 1];
+}
+
+static void add_bias(float *x, const float *b, int n) {
+    if (b)
+        for (int i = 0; i < n; i++) x[i] += b[i];
+}
+
+static void qkv_finish_worker(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    struct qkv_finish_job *job = arg;
+    struct model_ctx *c = job->c;
+    const struct model_hparams *hp = &c->m->hp;
+    const struct layer_weights *L = job->L;
+    int hd = hp->head_dim, q_dim = hp->n_head * hd, kv_dim = hp->n_head_kv * hd;
+    float pairs[1024], normed[1024]; /* head_dim <= 1024 (model_load) */
+    for (;;) {
+        int t = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        if (t >= job->n) break;
+        float *q = c->q + (size_t)t * q_dim, *k = c->kv_k + (size_t)t * kv_dim, *v = c->kv_v + (size_t)t * kv_dim;
+        const float *cs = job->cs + (size_t)t * hp->rope_dim;
+        add_bias(q, L->bq, q_dim);
+        add_bias(k, L->bk, kv_dim);
+        add_bias(v, L->bv, kv_dim);
+        for (int h = 0; h < hp->n_head + hp->n_head_kv; h++) {
+            float *x = h < hp->n_head ? q + (size_t)h * hd : k + (size_t)(h - hp->n_head) * hd;
+            const float *w = h < hp->n_head ? L->q_norm : L->k_norm;
+            if (w) {
+                tensor_rmsnorm(normed, x, w, hd, hp->rms_eps);
+                memcpy(x, normed, sizeof(float) * (size_t)hd);
+            }
+            rope_head(c, x, cs, pairs);
+        }
+    }
+}
+
+/* Whether layer L's Q/K/V steps fit the products' epilogue (llama's:
+ * NORM pairs, nothing else per head). */
+static bool qkv_in_epilogue(const struct model *m, const struct layer_weights *L) {
+    return m->arch->rope == MODEL_ROPE_NORM && !L->bq && !L->bk && !L->bv && !L->q_norm && !L->k_norm;
 }
 
 /* Two or three products of rmsnorm(c->x) * norm in one pass over the pool:
@@ -323,6 +447,7 @@ struct attn_job {
     struct kv_cache *kv;
     const struct model_batch *b;
     int layer;
+    int32_t window;      /* the layer's sliding window (0: none) */
     from_float_fn store; /* F32 -> the cache's row type; NULL: F32 rows, copied */
     bool stored;         /* the Q/K/V products' epilogue stored the rows already */
     atomic_int next;
@@ -395,7 +520,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     const float **rq = c->attn_q + (size_t)ith * max_rows;
     float **ro = c->attn_out + (size_t)ith * max_rows;
     int32_t *rl = c->attn_last + (size_t)ith * max_rows;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = hp->attn_scale;
     /* A thread takes all K/V heads of a block at once when there are items
      * enough for every thread (the heads' rows interleave in the cache, and
      * what the prefetchers bring in for one head serves the next on the
@@ -424,7 +549,7 @@ static void attn_worker(void *arg, int ith, int nth) {
             }
         }
         struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans};
-        struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl};
+        struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl, .window = job->window};
         c->k->attn(hd, scale, &akv, &rows, scratch);
     }
 }
@@ -463,8 +588,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
                        kv->row_floats, tensor_type_name(kv->type), kv_dim, hp->head_dim);
     from_float_fn store = kv->type == TENSOR_TYPE_F32 ? NULL : c->k->quantize[kv->type];
     if (kv->type != TENSOR_TYPE_F32 && !store) store = tensor_type_traits(kv->type)->from_float;
-    struct qkv_epi epi = {.c = c, .kv = kv, .b = b, .store = store,
-                          .store_rows = kv->type == TENSOR_TYPE_F32 || kv->type == TENSOR_TYPE_F16};
+    struct qkv_epi epi = {.c = c, .kv = kv, .b = b, .store = store};
     const bool prof = c->prof.n_tokens == n;
     int64_t t_mark = prof ? clock_ns() : 0;
     if (prof) c->prof.calls++;
@@ -483,34 +607,50 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int t = 0; t < n; t++)
         et->to_float((const uint8_t *)m->token_embd.data + (size_t)b->tokens[t] * m->token_embd.row_bytes,
                      c->x + (size_t)t * hp->n_embd, hp->n_embd);
+    if (m->arch->embd_scale) {
+        float sc = sqrtf((float)hp->n_embd);
+        for (size_t i = 0; i < (size_t)n * hp->n_embd; i++) c->x[i] *= sc;
+    }
     /* every token's rows exist in the cache (a block holds all layers, so
      * layer 0 answers for each) */
     for (int t = 0; t < n; t++)
         if (!kv->row(kv, 0, b->seq[t], b->pos[t], false) || !kv->row(kv, 0, b->seq[t], b->pos[t], true))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: no cache room for sequence %d position %d", b->seq[t],
                            b->pos[t]);
-    for (int t = 0; t < n; t++)
-        rope_angles(c->rope_cs + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq,
-                    (float)b->pos[t] * hp->rope_scale);
+    for (int r = 0; r < c->n_rope_sets; r++)
+        for (int t = 0; t < n; t++)
+            rope_angles(c->rope_cs[r] + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq[r],
+                        (float)b->pos[t] * (r ? 1.0f : hp->rope_scale));
     attn_plan(c, b);
     prof_mark(c, prof, &t_mark, MODEL_PHASE_SETUP);
     kvik_status st = KVIK_OK;
     for (int l = 0; l < hp->n_layer && !st; l++) {
         const struct layer_weights *L = &m->layers[l];
+        bool fast = qkv_in_epilogue(m, L);
         epi.layer = l;
-        if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v, &epi))) break;
+        epi.cs = c->rope_cs[L->rope_set];
+        epi.store_rows = fast && (kv->type == TENSOR_TYPE_F32 || kv->type == TENSOR_TYPE_F16);
+        if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v,
+                               fast ? &epi : NULL)))
+            break;
+        if (!fast) {
+            struct qkv_finish_job fj = {.c = c, .L = L, .cs = epi.cs, .n = n};
+            if (n == 1) qkv_finish_worker(&fj, 0, 1);
+            else pool_run(c->pool, qkv_finish_worker, &fj);
+        }
         prof_mark(c, prof, &t_mark, MODEL_PHASE_QKV);
-        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .store = store, .stored = epi.store_rows};
+        struct attn_job job = {.c = c, .kv = kv, .b = b, .layer = l, .window = L->window, .store = store,
+                               .stored = epi.store_rows};
         pool_run(c->pool, attn_worker, &job);
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
         prof_mark(c, prof, &t_mark, MODEL_PHASE_ATTN);
-        if ((st = matmul_residual(c, &L->wo, c->attn, n))) break;
+        if ((st = block_out(c, &L->wo, c->attn, n, L->post_attn_norm))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
         if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, NULL))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU); /* now part of the down product */
-        if ((st = down_residual(c, &L->w_down, c->gate, c->up, n))) break;
+        if ((st = ffn_out(c, L, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_DOWN);
     }
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));

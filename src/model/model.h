@@ -1,8 +1,9 @@
 /*
  * model.h — a loaded model and its forward pass.
  *
- * model_load maps a GGUF file, reads the hyperparameters of the llama family
- * (llama.*) and binds every weight into the map with its shape checked. No
+ * model_load maps a GGUF file, reads the hyperparameters of its family
+ * (arch.h: llama, qwen2, qwen3, gemma3, phi3) and binds every weight into
+ * the map with its shape checked. No
  * weight is copied, except that matrices whose type the kernel table keeps
  * in a layout of its own (tensor_repack) are rearranged into it once. A model_ctx holds what one forward pass needs besides
  * the weights: the thread pool, the kernel table and the activation arena,
@@ -19,6 +20,7 @@
 
 #include "base/base.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "model/kv.h"
 #include "tensor/tensor.h"
 
@@ -28,10 +30,13 @@ struct model_hparams {
     int n_ff;       /* feed-forward width */
     int n_head;     /* query heads */
     int n_head_kv;  /* key/value heads (grouped-query attention) */
-    int head_dim;   /* n_embd / n_head */
+    int head_dim;   /* per head, of Q, K and V: n_embd / n_head, or ARCH.attention.key_length */
     int n_vocab;
     int n_ctx_train;
-    float rope_base;     /* theta */
+    float rope_base;     /* theta (of the global layers) */
+    float rope_base_swa; /* theta of the sliding layers */
+    int n_swa;           /* the sliding layers' window (0: none slides) */
+    float attn_scale;    /* scores are scale * q.k: 1 / sqrt(head_dim) */
     float rope_scale;    /* linear position scaling (1: none) */
     int rope_dim;        /* dimensions rotated per head (head_dim for llama) */
     float rms_eps;
@@ -39,7 +44,13 @@ struct model_hparams {
 };
 
 struct layer_weights {
+    int window;                      /* positions attention sees (0: all; else n_swa) */
+    int rope_set;                    /* 0: the global layers' angles; 1: the sliding layers' */
     const float *attn_norm;          /* [n_embd] */
+    const float *bq, *bk, *bv;       /* optional biases [q_dim], [kv_dim], [kv_dim] (NULL: none) */
+    const float *q_norm, *k_norm;    /* optional per-head norms [head_dim] */
+    const float *post_attn_norm;     /* optional: attention output normalised before the residual */
+    const float *post_ffn_norm;      /* optional: FFN output likewise */
     struct tensor_matrix wq;         /* [n_embd] -> [n_head * head_dim] */
     struct tensor_matrix wk, wv;     /* [n_embd] -> [n_head_kv * head_dim] */
     struct tensor_matrix wo;         /* [n_head * head_dim] -> [n_embd] */
@@ -50,6 +61,8 @@ struct layer_weights {
 
 struct model {
     struct model_hparams hp;
+    const struct model_arch *arch;
+    const float *rope_freqs;         /* optional [rope_dim / 2]: pair i's angle divided by rope_freqs[i] */
     struct gguf *file;
     struct tensor_matrix token_embd; /* [n_vocab] rows of [n_embd] */
     const float *output_norm;        /* [n_embd] */

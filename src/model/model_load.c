@@ -2,16 +2,22 @@
  * model_load.c — hyperparameters from GGUF keys and weights bound into the
  * map, with every shape and type checked before the first forward pass.
  *
- * Keys read (ARCH = general.architecture, "llama" family):
+ * Keys read (ARCH = general.architecture, a family of arch.h):
  *   ARCH.block_count, ARCH.embedding_length, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: heads),
+ *   ARCH.attention.key_length / value_length (families with key_length),
  *   ARCH.attention.layer_norm_rms_epsilon, ARCH.rope.freq_base (10000),
  *   ARCH.rope.dimension_count (head_dim), ARCH.rope.scaling.type/factor
- *   (linear only), ARCH.context_length.
- * Tensors: token_embd, output_norm, output (absent: tied to token_embd), and
- * per layer blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
- * ffn_gate, ffn_up, ffn_down}.
+ *   (linear; "llama3" where the rope_freqs tensor holds the factors),
+ *   ARCH.attention.sliding_window (families with sliding layers),
+ *   ARCH.context_length.
+ * Tensors: token_embd, output_norm, output (absent: tied to token_embd),
+ * rope_freqs (optional), and per layer blk.N.{attn_norm, attn_q, attn_k,
+ * attn_v (or the fused attn_qkv), attn_output, ffn_norm, ffn_gate, ffn_up
+ * (or the fused gate/up ffn_up), ffn_down} plus the family's own: Q/K/V
+ * biases, attn_q_norm / attn_k_norm, post_attention_norm / post_ffw_norm.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -45,40 +51,57 @@ static kvik_status get_f32(const struct gguf *g, const char *arch, const char *s
     return st;
 }
 
-/* Binds a 2-D weight [cols] -> [rows]. */
-static kvik_status bind_matrix(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
-                               struct tensor_matrix *out, struct kvik_err *err) {
+/* Binds rows [r0, r0 + rows) of a 2-D weight [cols] -> [total] (a fused
+ * matrix's part; r0 = 0, rows = total: the whole). */
+static kvik_status bind_rows(const struct gguf *g, const char *name, int64_t cols, int64_t total, int64_t r0,
+                             int64_t rows, struct tensor_matrix *out, struct kvik_err *err) {
     int64_t i = gguf_find_tensor(g, name);
     if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
     const struct gguf_tensor *t = gguf_tensor(g, i);
-    if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
+    if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != total)
         return err_set(err, KVIK_ERR_FORMAT,
                        "model: tensor '%s' has shape [%lld, %lld] (%d dims), expected [%lld, %lld]", name,
-                       (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)cols, (long long)rows);
+                       (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)cols, (long long)total);
     const struct type_traits *tt = tensor_type_traits(t->type);
     if (!tt || !tensor_kernels_best()->vec_dot[t->type] || !tt->to_float)
         return err_set(err, KVIK_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which kvik cannot multiply",
                        name, tensor_type_name(t->type));
-    *out = (struct tensor_matrix){.type = t->type, .rows = rows, .cols = cols,
-                                  .row_bytes = tensor_row_size(t->type, cols), .data = t->data};
+    size_t rb = tensor_row_size(t->type, cols);
+    *out = (struct tensor_matrix){.type = t->type, .rows = rows, .cols = cols, .row_bytes = rb,
+                                  .data = (const uint8_t *)t->data + (size_t)r0 * rb};
+    return KVIK_OK;
+}
+
+static kvik_status bind_matrix(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
+                               struct tensor_matrix *out, struct kvik_err *err) {
+    return bind_rows(g, name, cols, rows, 0, rows, out, err);
+}
+
+/* Binds a vector of n F32 values (a norm's weights, a bias); an optional
+ * one that is absent leaves *out NULL. */
+static kvik_status bind_vector(const struct gguf *g, const char *name, int64_t n, bool optional, const float **out,
+                               struct kvik_err *err) {
+    *out = NULL;
+    int64_t i = gguf_find_tensor(g, name);
+    if (i < 0 && optional) return KVIK_OK;
+    if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
+    const struct gguf_tensor *t = gguf_tensor(g, i);
+    if (t->type != TENSOR_TYPE_F32 || t->n_elems != n)
+        return err_set(err, KVIK_ERR_FORMAT, "model: vector '%s' must be F32 of %lld values (is %s, %lld)", name,
+                       (long long)n, tensor_type_name(t->type), (long long)t->n_elems);
+    if ((uintptr_t)t->data % sizeof(float))
+        return err_set(err, KVIK_ERR_FORMAT, "model: vector '%s' is not 4-byte aligned in the file", name);
+    *out = t->data;
     return KVIK_OK;
 }
 
 static kvik_status bind_norm(const struct gguf *g, const char *name, int64_t n, const float **out,
                              struct kvik_err *err) {
-    int64_t i = gguf_find_tensor(g, name);
-    if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
-    const struct gguf_tensor *t = gguf_tensor(g, i);
-    if (t->type != TENSOR_TYPE_F32 || t->n_elems != n)
-        return err_set(err, KVIK_ERR_FORMAT, "model: norm '%s' must be F32 of %lld values (is %s, %lld)", name,
-                       (long long)n, tensor_type_name(t->type), (long long)t->n_elems);
-    if ((uintptr_t)t->data % sizeof(float))
-        return err_set(err, KVIK_ERR_FORMAT, "model: norm '%s' is not 4-byte aligned in the file", name);
-    *out = t->data;
-    return KVIK_OK;
+    return bind_vector(g, name, n, false, out, err);
 }
 
-static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, struct kvik_err *err) {
+static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, const struct model_arch **arch_out,
+                                struct kvik_err *err) {
     struct gguf_str a;
     kvik_status st = gguf_get_str(g, "general.architecture", &a, err);
     if (st) return st == KVIK_ERR_NOT_FOUND ? err_set(err, KVIK_ERR_FORMAT, "model: no general.architecture") : st;
@@ -86,8 +109,11 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
     if (a.len == 0 || a.len >= sizeof arch) return err_set(err, KVIK_ERR_FORMAT, "model: bad architecture name");
     memcpy(arch, a.ptr, a.len);
     arch[a.len] = 0;
-    if (strcmp(arch, "llama") != 0)
-        return err_set(err, KVIK_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama only)", arch);
+    const struct model_arch *fam = model_arch_find(arch);
+    if (!fam)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (kvik runs %s)", arch,
+                       model_arch_names());
+    *arch_out = fam;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, n_ctx, rope_dim;
     if ((st = get_u32(g, arch, "block_count", true, 0, &n_layer, err)) ||
         (st = get_u32(g, arch, "embedding_length", true, 0, &n_embd, err)) ||
@@ -98,17 +124,27 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
         (st = get_f32(g, arch, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)) ||
         (st = get_f32(g, arch, "rope.freq_base", false, 10000.0f, &hp->rope_base, err)))
         return st;
+    uint32_t key_len = n_head >= 1 && n_head <= n_embd ? n_embd / n_head : 0, value_len;
+    if (fam->key_length && (st = get_u32(g, arch, "attention.key_length", false, key_len, &key_len, err)))
+        return st;
+    if ((st = get_u32(g, arch, "attention.value_length", false, key_len, &value_len, err))) return st;
     if (n_layer < 1 || n_layer > 1024 || n_embd < 1 || n_embd > 65536 || n_ff < 1 || n_ff > 1 << 20 ||
-        n_head < 1 || n_head > n_embd || n_head_kv < 1 || n_head % n_head_kv || n_embd % n_head)
+        n_head < 1 || n_head > n_embd || n_head_kv < 1 || n_head % n_head_kv ||
+        (!fam->key_length && n_embd % n_head) || key_len < 2 || key_len > 1024 || key_len % 2 ||
+        (uint64_t)n_head * key_len > 1 << 20)
         return err_set(err, KVIK_ERR_FORMAT,
-                       "model: inconsistent hyperparameters (layers %u, width %u, ff %u, heads %u/%u)", n_layer,
-                       n_embd, n_ff, n_head, n_head_kv);
+                       "model: inconsistent hyperparameters (layers %u, width %u, ff %u, heads %u/%u, head size %u)",
+                       n_layer, n_embd, n_ff, n_head, n_head_kv, key_len);
+    if (value_len != key_len)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "model: value heads of %u differ from key heads of %u", value_len,
+                       key_len);
     hp->n_layer = (int)n_layer;
     hp->n_embd = (int)n_embd;
     hp->n_ff = (int)n_ff;
     hp->n_head = (int)n_head;
     hp->n_head_kv = (int)n_head_kv;
-    hp->head_dim = (int)(n_embd / n_head);
+    hp->head_dim = (int)key_len;
+    hp->attn_scale = 1.0f / sqrtf((float)key_len);
     hp->n_ctx_train = (int)n_ctx;
     if ((st = get_u32(g, arch, "rope.dimension_count", false, (uint32_t)hp->head_dim, &rope_dim, err))) return st;
     if (rope_dim == 0 || rope_dim > (uint32_t)hp->head_dim || rope_dim % 2)
@@ -119,7 +155,10 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     struct gguf_str stype;
-    if (gguf_get_str(g, key, &stype, NULL) == KVIK_OK && !(stype.len == 4 && !memcmp(stype.ptr, "none", 4))) {
+    /* "llama3": the factors are the rope_freqs tensor's, bound with the weights */
+    bool none = gguf_get_str(g, key, &stype, NULL) != KVIK_OK || (stype.len == 4 && !memcmp(stype.ptr, "none", 4)) ||
+                (stype.len == 6 && !memcmp(stype.ptr, "llama3", 6));
+    if (!none) {
         if (!(stype.len == 6 && !memcmp(stype.ptr, "linear", 6)))
             return err_set(err, KVIK_ERR_UNSUPPORTED, "model: rope scaling '%.*s' is not supported",
                            (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
@@ -128,9 +167,68 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
         if (!(factor > 0.0f)) return err_set(err, KVIK_ERR_FORMAT, "model: rope scaling factor %g", factor);
         hp->rope_scale = 1.0f / factor;
     }
+    hp->n_swa = 0;
+    hp->rope_base_swa = fam->swa_rope_base > 0 ? fam->swa_rope_base : hp->rope_base;
+    if (fam->swa_period) {
+        uint32_t w;
+        if ((st = get_u32(g, arch, "attention.sliding_window", false, 0, &w, err))) return st;
+        if (w > 1 << 24) return err_set(err, KVIK_ERR_FORMAT, "model: sliding window %u out of range", w);
+        hp->n_swa = (int)w;
+    }
     if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f) || !(hp->rope_base > 0.0f))
         return err_set(err, KVIK_ERR_FORMAT, "model: rms epsilon %g or rope base %g out of range", hp->rms_eps,
                        hp->rope_base);
+    return KVIK_OK;
+}
+
+/* Layer l's weights, as its family lays them out; which layers slide. */
+static kvik_status bind_layer(struct model *m, int l, struct layer_weights *L, struct kvik_err *err) {
+    const struct model_hparams *hp = &m->hp;
+    const struct model_arch *a = m->arch;
+    const struct gguf *g = m->file;
+    int64_t d = hp->n_embd, ff = hp->n_ff, hd = hp->head_dim;
+    int64_t q_dim = (int64_t)hp->n_head * hd, kv_dim = (int64_t)hp->n_head_kv * hd;
+    char name[96];
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", l, s), name)
+    kvik_status st;
+    if ((st = bind_norm(g, NAME("attn_norm.weight"), d, &L->attn_norm, err)) ||
+        (st = bind_norm(g, NAME("ffn_norm.weight"), d, &L->ffn_norm, err)) ||
+        (st = bind_matrix(g, NAME("attn_output.weight"), q_dim, d, &L->wo, err)) ||
+        (st = bind_matrix(g, NAME("ffn_down.weight"), ff, d, &L->w_down, err)))
+        return st;
+    if (a->fused_qkv) {
+        int64_t total = q_dim + 2 * kv_dim;
+        if ((st = bind_rows(g, NAME("attn_qkv.weight"), d, total, 0, q_dim, &L->wq, err)) ||
+            (st = bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim, kv_dim, &L->wk, err)) ||
+            (st = bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim + kv_dim, kv_dim, &L->wv, err)))
+            return st;
+    } else if ((st = bind_matrix(g, NAME("attn_q.weight"), d, q_dim, &L->wq, err)) ||
+               (st = bind_matrix(g, NAME("attn_k.weight"), d, kv_dim, &L->wk, err)) ||
+               (st = bind_matrix(g, NAME("attn_v.weight"), d, kv_dim, &L->wv, err))) {
+        return st;
+    }
+    if (a->fused_gate_up) {
+        if ((st = bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, 0, ff, &L->w_gate, err)) ||
+            (st = bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, ff, ff, &L->w_up, err)))
+            return st;
+    } else if ((st = bind_matrix(g, NAME("ffn_gate.weight"), d, ff, &L->w_gate, err)) ||
+               (st = bind_matrix(g, NAME("ffn_up.weight"), d, ff, &L->w_up, err))) {
+        return st;
+    }
+    if (a->qkv_bias && ((st = bind_vector(g, NAME("attn_q.bias"), q_dim, true, &L->bq, err)) ||
+                        (st = bind_vector(g, NAME("attn_k.bias"), kv_dim, true, &L->bk, err)) ||
+                        (st = bind_vector(g, NAME("attn_v.bias"), kv_dim, true, &L->bv, err))))
+        return st;
+    if (a->qk_norm && ((st = bind_norm(g, NAME("attn_q_norm.weight"), hd, &L->q_norm, err)) ||
+                       (st = bind_norm(g, NAME("attn_k_norm.weight"), hd, &L->k_norm, err))))
+        return st;
+    if (a->post_norms && ((st = bind_norm(g, NAME("post_attention_norm.weight"), d, &L->post_attn_norm, err)) ||
+                          (st = bind_norm(g, NAME("post_ffw_norm.weight"), d, &L->post_ffn_norm, err))))
+        return st;
+#undef NAME
+    bool slides = a->swa_period > 0 && hp->n_swa > 0 && (l + 1) % a->swa_period != 0;
+    L->window = slides ? hp->n_swa : 0;
+    L->rope_set = slides ? 1 : 0;
     return KVIK_OK;
 }
 
@@ -204,7 +302,7 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
     kvik_status st = gguf_open(path, &m->file, err);
     if (st) goto fail;
     struct model_hparams *hp = &m->hp;
-    if ((st = read_hparams(m->file, hp, err))) goto fail;
+    if ((st = read_hparams(m->file, hp, &m->arch, err))) goto fail;
     m->identity = file_identity(m->file);
     int64_t emb = gguf_find_tensor(m->file, "token_embd.weight");
     if (emb < 0) {
@@ -224,22 +322,10 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
         st = err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    if ((st = bind_vector(m->file, "rope_freqs.weight", hp->rope_dim / 2, true, &m->rope_freqs, err))) goto fail;
     for (int l = 0; l < hp->n_layer; l++) {
         struct layer_weights *L = &m->layers[l];
-        char name[96];
-#define LAYER_NAME(s) (snprintf(name, sizeof name, "blk.%d.%s.weight", l, s), name)
-        if ((st = bind_norm(m->file, LAYER_NAME("attn_norm"), hp->n_embd, &L->attn_norm, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("attn_q"), hp->n_embd, q_dim, &L->wq, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("attn_k"), hp->n_embd, kv_dim, &L->wk, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("attn_v"), hp->n_embd, kv_dim, &L->wv, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("attn_output"), q_dim, hp->n_embd, &L->wo, err)) ||
-            (st = bind_norm(m->file, LAYER_NAME("ffn_norm"), hp->n_embd, &L->ffn_norm, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("ffn_gate"), hp->n_embd, hp->n_ff, &L->w_gate, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("ffn_up"), hp->n_embd, hp->n_ff, &L->w_up, err)) ||
-            (st = bind_matrix(m->file, LAYER_NAME("ffn_down"), hp->n_ff, hp->n_embd, &L->w_down, err)))
-            goto fail;
-#undef LAYER_NAME
+        if ((st = bind_layer(m, l, L, err))) goto fail;
         const struct tensor_matrix *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++)
             m->weight_bytes += mats[i]->row_bytes * (uint64_t)mats[i]->rows;
