@@ -342,6 +342,39 @@ TEST(attn_sliding_window) {
                               "%s %s window %d: a row alone differs from the same row among others", kt->name,
                               tensor_type_name(types[ti]), windows[wi]);
                 }
+                /* a cache holding only the window's positions: the spans
+                 * start at the first position any row sees, mid-tile */
+                int32_t far[2] = {199, 150};
+                struct test_rows fr;
+                rows_make(&fr, hd, far, 2, group, &rng);
+                fr.window = windows[wi];
+                int32_t start = 150 >= fr.window ? 150 - fr.window + 1 : 0;
+                struct attn_span cut[1200];
+                int n_cut = 0;
+                for (int i = 0, p = 0; i < c.n_spans; p += c.spans[i++].n) {
+                    int skip = start > p ? start - p : 0;
+                    if (skip >= c.spans[i].n) continue;
+                    cut[n_cut++] = (struct attn_span){(const uint8_t *)c.spans[i].k + (size_t)skip * c.row_bytes,
+                                                      (const uint8_t *)c.spans[i].v + (size_t)skip * c.row_bytes,
+                                                      c.spans[i].n - skip};
+                }
+                float *scratch = mem_alloc_aligned(sizeof(float) * tensor_attn_scratch_floats(hd, fr.n));
+                size_t bytes = sizeof(float) * (size_t)fr.n * hd;
+                float *want = malloc(bytes);
+                for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+                    const struct tensor_kernels *kt = tensor_kernels_get(isa);
+                    if (!kt) continue;
+                    run_kernel(kt, &c, &fr, scale);
+                    memcpy(want, fr.obuf, bytes);
+                    struct attn_kv kv = {.type = c.type, .row_bytes = c.row_bytes, .spans = cut, .n_spans = n_cut,
+                                         .start = start};
+                    struct attn_rows rows = {.n = fr.n, .q = fr.q, .out = fr.out, .last = fr.last, .window = fr.window};
+                    kt->attn(hd, scale, &kv, &rows, scratch);
+                    CHECK_MSG(!memcmp(want, fr.obuf, bytes), "%s %s window %d: spans from position %d differ", kt->name,
+                              tensor_type_name(types[ti]), windows[wi], start);
+                }
+                free(want), mem_free(scratch);
+                rows_free(&fr);
                 free(ref);
                 rows_free(&r), rows_free(&alone);
                 cache_free(&c);

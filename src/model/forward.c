@@ -475,16 +475,19 @@ static void store_rows(struct attn_job *job, int t) {
     }
 }
 
-/* An item's runs of cached rows: the sequence's positions 0..the block's
- * last, run by run from the cache (this K/V head's part of each row).
- * Returns the number of runs, -1 if the cache has no row for a position. */
-static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int layer, const struct attn_item *it,
-                           struct attn_span *spans) {
+/* An item's runs of cached rows: the sequence's positions from the first
+ * its tokens see (0, or the window's start in a sliding layer: *start) to
+ * the block's last, run by run from the cache (this K/V head's part of
+ * each row). Returns the number of runs, -1 if the cache has no row for a
+ * position. */
+static int attn_item_spans(const struct model_ctx *c, struct kv_cache *kv, int layer, int32_t window,
+                           const struct attn_item *it, struct attn_span *spans, int32_t *start) {
     int seq = c->toks[it->first].seq;
-    int32_t end = c->toks[it->first + it->n_tok - 1].pos;
+    int32_t end = c->toks[it->first + it->n_tok - 1].pos, first = c->toks[it->first].pos;
     size_t head_off = tensor_row_size(kv->type, (int64_t)it->kvh * c->m->hp.head_dim);
     int n_spans = 0;
-    for (int p = 0; p <= end;) {
+    *start = window > 0 && first >= window ? first - window + 1 : 0;
+    for (int p = *start; p <= end;) {
         const void *k, *v;
         int len = kv->span(kv, layer, seq, p, end + 1 - p, &k, &v);
         if (len < 1) return -1;
@@ -534,7 +537,8 @@ static void attn_worker(void *arg, int ith, int nth) {
         }
         if (i >= c->n_items) break;
         const struct attn_item *it = &c->items[i];
-        int n_spans = attn_item_spans(c, kv, job->layer, it, spans);
+        int32_t start;
+        int n_spans = attn_item_spans(c, kv, job->layer, job->window, it, spans, &start);
         if (n_spans < 0) {
             atomic_store(&job->failed, true);
             return;
@@ -548,7 +552,8 @@ static void attn_worker(void *arg, int ith, int nth) {
                 n_rows++;
             }
         }
-        struct attn_kv akv = {.type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans};
+        struct attn_kv akv = {
+            .type = kv->type, .row_bytes = kv->row_bytes, .spans = spans, .n_spans = n_spans, .start = start};
         struct attn_rows rows = {.n = n_rows, .q = rq, .out = ro, .last = rl, .window = job->window};
         c->k->attn(hd, scale, &akv, &rows, scratch);
     }

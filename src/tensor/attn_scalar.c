@@ -135,14 +135,15 @@ void attn_scalar(int hd, float scale, const struct attn_kv *kv, const struct att
     }
     const bool q8 = kv->type == TENSOR_TYPE_Q8_0;
     if (q8) attn_quantize_rows(rows, hd, &w);
+    memset(w.zero, 0, sizeof(float) * (size_t)w.hd_pad);
     struct attn_cursor cur = {kv->spans, 0};
     int32_t begin = attn_rows_begin(rows);
-    attn_cursor_skip(&cur, begin);
+    if (begin > kv->start) attn_cursor_skip(&cur, begin - kv->start);
     for (int32_t t0 = begin; t0 <= end; t0 += T) {
         int nt = end + 1 - t0 < T ? end + 1 - t0 : T;
         const uint8_t *kb[T], *vb[T];
         const float *k[T], *v[T];
-        attn_cursor_take(kv, &cur, nt, kb, vb);
+        attn_tile_take(kv, &cur, t0, nt, kb, vb, w.zero);
         if (q8) {
             for (int r = 0; r < rows->n; r++) {
                 int lo, n = attn_tile_range(rows, r, t0, nt, &lo);

@@ -621,7 +621,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
     if (q8) attn_quantize_rows_x86(rows, hd, &w);
     struct attn_cursor cur = {kv->spans, 0};
     int32_t begin = attn_rows_begin(rows);
-    attn_cursor_skip(&cur, begin);
+    if (begin > kv->start) attn_cursor_skip(&cur, begin - kv->start);
     struct attn_cursor ahead = cur;
     /* The rows of one head are short runs scattered over the cache blocks
      * (and the cache rarely fits in the caches at serving batch sizes):
@@ -636,7 +636,7 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
     int32_t pf_next = begin; /* first position not yet prefetched */
     for (; pf_next <= end && pf_next < begin + PF_AHEAD * T; pf_next += T) { /* the first tiles at once */
         pf.n = end + 1 - pf_next < T ? end + 1 - pf_next : T;
-        attn_cursor_take(kv, &ahead, pf.n, pf.k, pf.v);
+        attn_tile_take(kv, &ahead, pf_next, pf.n, pf.k, pf.v, w.zero);
         for (int j = 0; j < pf.n; j++) attn_pf_row(&pf, j);
     }
     for (int32_t t0 = begin; t0 <= end; t0 += T) {
@@ -646,10 +646,10 @@ static void attn_x86(int hd, float scale, const struct attn_kv *kv, const struct
         pf.n = 0;
         if (pf_next <= end) {
             pf.n = end + 1 - pf_next < T ? end + 1 - pf_next : T;
-            attn_cursor_take(kv, &ahead, pf.n, pf.k, pf.v);
+            attn_tile_take(kv, &ahead, pf_next, pf.n, pf.k, pf.v, w.zero);
             pf_next += T;
         }
-        bool one_run = attn_cursor_take(kv, &cur, nt, kb, vb);
+        bool one_run = attn_tile_take(kv, &cur, t0, nt, kb, vb, w.zero);
         for (int j = 0; j < nt; j++) {
             if (kv->type == TENSOR_TYPE_F32 || direct_f16 || q8) {
                 k[j] = kb[j], v[j] = vb[j];

@@ -121,6 +121,16 @@ static inline bool attn_cursor_take(const struct attn_kv *kv, struct attn_cursor
     return runs == 1;
 }
 
+/* The K and V rows of tile positions [t0, t0 + nt), as attn_cursor_take,
+ * the positions before kv->start (seen by no row) given the zero row.
+ * True if they all came from one run. */
+static inline bool attn_tile_take(const struct attn_kv *kv, struct attn_cursor *c, int32_t t0, int nt,
+                                  const uint8_t **k, const uint8_t **v, const void *zero) {
+    int j = 0;
+    for (; j < nt && t0 + j < kv->start; j++) k[j] = v[j] = zero;
+    return attn_cursor_take(kv, c, nt - j, k + j, v + j) && j == 0;
+}
+
 /* Skips the next n positions without reading them. */
 static inline void attn_cursor_skip(struct attn_cursor *c, int32_t n) {
     while (n > 0) {

@@ -117,13 +117,16 @@ struct attn_span {
     int n;
 };
 
-/* One K/V head of one sequence as it is cached: positions 0, 1, ... run by
- * run, each row head_dim values stored as type (F32, F16 or Q8_0). */
+/* One K/V head of one sequence as it is cached: positions start, start + 1,
+ * ... run by run, each row head_dim values stored as type (F32, F16 or
+ * Q8_0). start is at most every row's first visible position (a sliding
+ * layer's cache need not hold what no row sees). */
 struct attn_kv {
     int type;
     size_t row_bytes;              /* from one position's row to the next within a span */
-    const struct attn_span *spans; /* [n_spans] in position order, the first at position 0 */
+    const struct attn_span *spans; /* [n_spans] in position order, the first at position start */
     int n_spans;
+    int32_t start;
 };
 
 /* Query rows sharing one K/V head (the heads of a group, for one or more
