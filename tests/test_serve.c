@@ -868,21 +868,19 @@ static bool repo_root(char *buf, size_t cap) {
     return true;
 }
 
-TEST(serve_openai_python_client) {
-    char root[1024];
-    if (!repo_root(root, sizeof root)) {
-        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
-        return;
-    }
-    char model[1024];
-    if (!test_default_model(model, sizeof model)) return;
-    /* the pinned venv (built once, cached); 77: no python or no PyPI */
-    char cmd[2300], python[1024] = "", errpath[96];
+/* The pinned venv's python (scripts/serve-venv.sh; built once, cached)
+ * into python; false with the test skipped (no python or no PyPI: exit
+ * 77) or failed. */
+static bool serve_python(const char *root, char *python, size_t len) {
+    char cmd[2300], errpath[96];
     snprintf(errpath, sizeof errpath, "/tmp/kvik-serve-venv-%d.err", (int)getpid());
     snprintf(cmd, sizeof cmd, "'%s/scripts/serve-venv.sh' 2>'%s'", root, errpath);
     FILE *p = popen(cmd, "r");
-    REQUIRE(p);
-    if (!fgets(python, sizeof python, p)) python[0] = 0;
+    if (!p) {
+        test_fail(__FILE__, __LINE__, "popen failed");
+        return false;
+    }
+    if (!fgets(python, (int)len, p)) python[0] = 0;
     int st = pclose(p);
     python[strcspn(python, "\n")] = 0;
     size_t elen;
@@ -897,30 +895,85 @@ TEST(serve_openai_python_client) {
             char *nl = strrchr(venv_err, '\n');
             if (n) last = nl ? nl + 1 : venv_err;
         }
-        char why[600];
+        static char why[600]; /* test_skip keeps the pointer */
         snprintf(why, sizeof why, "OpenAI-client test skipped: %s", last);
         free(venv_err);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
         else test_fail(__FILE__, __LINE__, "%s", why);
-        return;
+        return false;
     }
     free(venv_err);
-    struct serve_proc s;
-    if (!serve_start(&s, "-t 2 -c 512 --api-key py-test-key", 120)) return;
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_client_test.py' --base-url http://127.0.0.1:%d/v1 --api-key py-test-key 2>&1",
-             python, root, s.port);
-    p = popen(cmd, "r");
+    return true;
+}
+
+/* Runs a client script (a shell command line) and checks it reports no
+ * failure. */
+static void run_client_script(const char *cmd, const char *what) {
+    FILE *p = popen(cmd, "r");
     REQUIRE(p);
     char out[16384];
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = 0;
-    st = pclose(p);
+    int st = pclose(p);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         printf("%s", out);
-        test_fail(__FILE__, __LINE__, "openai_client_test.py failed (exit %d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        test_fail(__FILE__, __LINE__, "%s failed (exit %d)", what, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     }
     CHECK(strstr(out, " 0 failed") != NULL);
+}
+
+TEST(serve_openai_python_client) {
+    char root[1024];
+    if (!repo_root(root, sizeof root)) {
+        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
+        return;
+    }
+    char model[1024];
+    if (!test_default_model(model, sizeof model)) return;
+    char cmd[2300], python[1024] = "";
+    if (!serve_python(root, python, sizeof python)) return;
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 512 --api-key py-test-key", 120)) return;
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_client_test.py' --base-url http://127.0.0.1:%d/v1 --api-key py-test-key 2>&1",
+             python, root, s.port);
+    run_client_script(cmd, "openai_client_test.py");
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
+/* llama.cpp's greedy continuations of every model with golden data (the
+ * default one and the registry's, when cached) through kvik serve and the
+ * official client, whole and streamed (tests/serve/golden_serve_test.py). */
+TEST(serve_golden_openai_client) {
+    static const struct {
+        const char *name, *dir; /* registry name (NULL: the default model), tests/data folder */
+    } models[] = {{NULL, "golden"},
+                  {"qwen2.5-coder-0.5b", "golden-qwen2.5-coder-0.5b"},
+                  {"gemma3-270m", "golden-gemma3-270m"},
+                  {"qwen2.5-coder-1.5b", "golden-qwen2.5-coder-1.5b"}};
+    char root[1024], python[1024] = "";
+    if (!repo_root(root, sizeof root)) {
+        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
+        return;
+    }
+    if (!serve_python(root, python, sizeof python)) return;
+    int ran = 0;
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        char path[1024], args[1400], cmd[3000];
+        bool have = models[i].name ? test_registry_model(models[i].name, path, sizeof path) != NULL
+                                   : test_default_model(path, sizeof path) != NULL;
+        if (!have) continue; /* skipped (and said so) by the lookup */
+        snprintf(args, sizeof args, "-m '%s' -t 2 -c 1024 --api-key golden-key", path);
+        struct serve_proc s;
+        if (!serve_start(&s, args, 300)) return;
+        snprintf(cmd, sizeof cmd,
+                 "'%s' '%s/tests/serve/golden_serve_test.py' --base-url http://127.0.0.1:%d/v1 --api-key golden-key "
+                 "--golden '%s/%s' 2>&1",
+                 python, root, s.port, test_env("KVIK_TEST_DATA"), models[i].dir);
+        run_client_script(cmd, "golden_serve_test.py");
+        CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+        ran++;
+    }
+    printf("    %d models through the server\n", ran);
 }
 
 /* The "count" of POST /tokenize for body, -1 on failure. */
