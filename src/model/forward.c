@@ -201,21 +201,12 @@ struct glu_job {
     size_t n;
 };
 
-/* gate[i] = gelu(gate[i]) * up[i], the tanh form (arch.h). */
-static void gelu_tanh_mul(float *gate, const float *up, int64_t n) {
-    const float a = 0.044715f, s = 0.7978845608028654f;
-    for (int64_t i = 0; i < n; i++) {
-        float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + tanhf(s * x * (1.0f + a * x * x))) * up[i];
-    }
-}
-
 static void glu_worker(void *arg, int ith, int nth) {
     struct glu_job *job = arg;
     size_t per = (job->n + (size_t)nth - 1) / (size_t)nth, i0 = per * (size_t)ith;
     size_t i1 = i0 + per < job->n ? i0 + per : job->n;
     if (i1 <= i0) return;
-    if (job->act == MODEL_ACT_GELU_TANH) gelu_tanh_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
+    if (job->act == MODEL_ACT_GELU_TANH) job->k->gelu_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
     else job->k->silu_mul(job->gate + i0, job->up + i0, (int64_t)(i1 - i0));
 }
 
@@ -230,19 +221,23 @@ static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matr
     return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
 }
 
-/* c->x += rmsnorm(W x) * norm: a block's output normalised before it
- * joins the residual stream (post norms). */
-static kvik_status matmul_post_norm(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n,
-                                    const float *norm) {
+/* c->x += rmsnorm(c->xn) * norm, token by token. */
+static kvik_status post_norm_add(struct model_ctx *c, int n, const float *norm) {
     const struct model_hparams *hp = &c->m->hp;
-    kvik_status st = tensor_matmul(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch);
-    if (st) return st;
     for (int t = 0; t < n; t++) {
         float *y = c->tmp + (size_t)t * hp->n_embd, *acc = c->x + (size_t)t * hp->n_embd;
         tensor_rmsnorm(y, c->xn + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
         for (int i = 0; i < hp->n_embd; i++) acc[i] += y[i];
     }
     return KVIK_OK;
+}
+
+/* c->x += rmsnorm(W x) * norm: a block's output normalised before it
+ * joins the residual stream (post norms). */
+static kvik_status matmul_post_norm(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n,
+                                    const float *norm) {
+    kvik_status st = tensor_matmul(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch);
+    return st ? st : post_norm_add(c, n, norm);
 }
 
 /* A block's output into the residual stream, through its post norm if
@@ -253,21 +248,31 @@ static kvik_status block_out(struct model_ctx *c, const struct tensor_matrix *w,
 }
 
 /* The FFN's down product: act(gate) * up, then Wdown, into the residual
- * stream (the SiLU unit without a post norm fused into the product). */
+ * stream, through the layer's post norm if it has one (the gating done as
+ * the product quantizes each row where it can). */
 static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix *w, float *gate, const float *up,
                                  int n);
 
 static kvik_status ffn_out(struct model_ctx *c, const struct layer_weights *L, int n) {
-    if (c->m->arch->act == MODEL_ACT_SILU && !L->post_ffn_norm) return down_residual(c, &L->w_down, c->gate, c->up, n);
-    glu(c, c->gate, c->up, (size_t)n * (size_t)L->w_down.cols);
-    return block_out(c, &L->w_down, c->gate, n, L->post_ffn_norm);
+    if (!L->post_ffn_norm) return down_residual(c, &L->w_down, c->gate, c->up, n);
+    const struct tensor_matrix *w = &L->w_down;
+    struct tensor_matmul_opts o = {.glu_up = c->up, .up_stride = w->cols,
+                                   .glu_gelu = c->m->arch->act == MODEL_ACT_GELU_TANH};
+    float *y = c->xn;
+    int64_t ys = w->rows;
+    kvik_status st = tensor_matmul_opt(c->pool, c->k, 1, &w, c->gate, w->cols, &y, &ys, n, c->scratch, &o);
+    if (st == KVIK_OK) return post_norm_add(c, n, L->post_ffn_norm);
+    if (st != KVIK_ERR_INVALID_ARG) return st;
+    glu(c, c->gate, c->up, (size_t)n * (size_t)w->cols);
+    return block_out(c, w, c->gate, n, L->post_ffn_norm);
 }
 
-/* c->x += Wdown (silu(gate) * up), the gating done on each row as it is
+/* c->x += Wdown (act(gate) * up), the gating done on each row as it is
  * quantized; else (activations not quantized, or too wide) by glu first. */
 static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix *w, float *gate, const float *up,
                                  int n) {
-    struct tensor_matmul_opts o = {.glu_up = up, .up_stride = w->cols, .acc = c->x, .acc_stride = c->m->hp.n_embd};
+    struct tensor_matmul_opts o = {.glu_up = up, .up_stride = w->cols, .acc = c->x, .acc_stride = c->m->hp.n_embd,
+                                   .glu_gelu = c->m->arch->act == MODEL_ACT_GELU_TANH};
     float *y = c->xn;
     int64_t ys = w->rows;
     kvik_status st = tensor_matmul_opt(c->pool, c->k, 1, &w, gate, w->cols, &y, &ys, n, c->scratch, &o);

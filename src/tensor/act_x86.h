@@ -37,6 +37,27 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
     }
 }
 
+/* gelu(x) u = x sigmoid(z) u, z = c (x + a x^3), sigmoid from t = e^-|z|. */
+static inline __m512 gelu_mul_ps512(__m512 x, __m512 u) {
+    const __m512 c = _mm512_set1_ps(2.0f * 0.7978845608028654f), a = _mm512_set1_ps(0.044715f);
+    __m512 z = _mm512_mul_ps(c, _mm512_add_ps(x, _mm512_mul_ps(a, _mm512_mul_ps(_mm512_mul_ps(x, x), x))));
+    __m512 t = exp_neg_ps512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(z)));
+    __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 num = _mm512_mask_mul_ps(x, neg, x, t);
+    return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), t)), u);
+}
+
+static void gelu_mul_x86(float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(gate + i, gelu_mul_ps512(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = gelu_mul_ps512(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i));
+        _mm512_mask_storeu_ps(gate + i, k, r);
+    }
+}
+
 /* rope: eight pairs a vector. Even lanes x0 c - x1 s, odd lanes x1 c + x0 s
  * (the scalar x0 s + x1 c: the same two rounded products, added). */
 static void rope_x86(float *x, const float *cs, int64_t n) {
@@ -87,6 +108,26 @@ static void silu_mul_x86(float *gate, const float *up, int64_t n) {
         _mm256_storeu_ps(gate + i, silu_mul_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
     for (; i < n; i++) { /* the tail one lane at a time, same lane arithmetic */
         __m256 r = silu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
+        gate[i] = _mm256_cvtss_f32(r);
+    }
+}
+
+static inline __m256 gelu_mul_ps(__m256 x, __m256 u) {
+    const __m256 c = _mm256_set1_ps(2.0f * 0.7978845608028654f), a = _mm256_set1_ps(0.044715f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 z = _mm256_mul_ps(c, _mm256_add_ps(x, _mm256_mul_ps(a, _mm256_mul_ps(_mm256_mul_ps(x, x), x))));
+    __m256 t = exp_neg_ps(_mm256_or_ps(z, sign)); /* -|z| */
+    __m256 neg = _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ);
+    __m256 num = _mm256_blendv_ps(x, _mm256_mul_ps(x, t), neg);
+    return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), t)), u);
+}
+
+static void gelu_mul_x86(float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(gate + i, gelu_mul_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    for (; i < n; i++) { /* the tail one lane at a time, same lane arithmetic */
+        __m256 r = gelu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
         gate[i] = _mm256_cvtss_f32(r);
     }
 }

@@ -47,7 +47,8 @@ struct matmul_job {
     int64_t pack_nb, pack_units; /* blocks of the activation type per row; (tile, block run) units
                                     (tile_own: threads) */
     const float *norm_w; /* normalise each row first (tensor_matmul_opt) */
-    const float *glu_up; /* or each row silu(x) * up */
+    const float *glu_up; /* or each row silu(x) * up (gelu with glu_gelu) */
+    bool glu_gelu;
     int64_t up_stride;
     float *acc;          /* acc[t][r] += y[t][r] (matrix 0), per item */
     int64_t acc_stride;
@@ -100,7 +101,7 @@ static void quantize_rows(struct matmul_job *job, int ith, int nth) {
             x = tmp;
         } else if (job->glu_up) {
             memcpy(tmp, x, (size_t)job->cols * sizeof *tmp);
-            job->k->silu_mul(tmp, job->glu_up + t * job->up_stride, job->cols);
+            (job->glu_gelu ? job->k->gelu_mul : job->k->silu_mul)(tmp, job->glu_up + t * job->up_stride, job->cols);
             x = tmp;
         }
         if (job->tile_own) job->k->quantize_tile[job->vt](x, job->cols, t, job->packed);
@@ -392,10 +393,10 @@ kvik_status tensor_matmul_opt(struct pool *pool, const struct tensor_kernels *k,
     if (n_mats < 1 || n_mats > MAX_MATS || n_tok <= 0) return KVIK_ERR_INVALID_ARG;
     const bool prep = o->norm_w || o->glu_up; /* rows rewritten before they are quantized */
     if ((o->norm_w && o->glu_up) || (prep && w[0]->cols > TENSOR_NORM_MAX_COLS)) return KVIK_ERR_INVALID_ARG;
-    if (o->glu_up && !k->silu_mul) return KVIK_ERR_UNSUPPORTED;
+    if (o->glu_up && !(o->glu_gelu ? k->gelu_mul : k->silu_mul)) return KVIK_ERR_UNSUPPORTED;
     if (o->argmax && (!k->argmax || w[0]->rows > INT32_MAX)) return KVIK_ERR_UNSUPPORTED;
     struct matmul_job job = {.k = k, .n_mats = n_mats, .x = x, .x_stride = x_stride, .cols = w[0]->cols,
-                             .n_tok = n_tok, .norm_w = o->norm_w, .norm_eps = o->norm_eps, .glu_up = o->glu_up,
+                             .n_tok = n_tok, .norm_w = o->norm_w, .norm_eps = o->norm_eps, .glu_up = o->glu_up, .glu_gelu = o->glu_gelu,
                              .up_stride = o->up_stride, .acc = o->acc, .acc_stride = o->acc_stride,
                              .best = (uint64_t *)o->argmax, .epilogue = o->epilogue,
                              .epilogue_arg = o->epilogue_arg};

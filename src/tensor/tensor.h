@@ -165,6 +165,10 @@ struct tensor_kernels {
     /* gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x); each value
      * computed on its own, whatever the run it falls in */
     void (*silu_mul)(float *gate, const float *up, int64_t n);
+    /* gate[i] = gelu(gate[i]) * up[i], the tanh form, computed as
+     * x * sigmoid(z), z = 2 sqrt(2/pi) (x + 0.044715 x^3) (the same
+     * function: (1 + tanh(z/2)) / 2 = sigmoid(z)); each value on its own */
+    void (*gelu_mul)(float *gate, const float *up, int64_t n);
     /* The first index of the largest of x[0..n) (n >= 1); a NaN is never
      * larger than anything (x[0] NaN counts as -inf), -0 equals +0. */
     int64_t (*argmax)(const float *x, int64_t n);
@@ -291,6 +295,7 @@ struct tensor_matmul_opts {
     float norm_eps;
     const float *glu_up;
     int64_t up_stride;
+    bool glu_gelu; /* gate with gelu_mul instead of silu_mul */
     float *acc;
     int64_t acc_stride;
     int64_t *argmax;

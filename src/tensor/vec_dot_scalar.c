@@ -271,6 +271,15 @@ static void silu_mul_scalar(float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* sigmoid(z) = 1 / (1 + e^-z) from t = e^-|z|, as the vector tables. */
+static void gelu_mul_scalar(float *gate, const float *up, int64_t n) {
+    const float c = 2.0f * 0.7978845608028654f, a = 0.044715f;
+    for (int64_t i = 0; i < n; i++) {
+        float x = gate[i], z = c * (x + a * (x * x * x)), t = expf(-fabsf(z));
+        gate[i] = x * (z < 0.0f ? t : 1.0f) / (1.0f + t) * up[i];
+    }
+}
+
 static void rope_scalar(float *x, const float *cs, int64_t n) {
     for (int64_t i = 0; i + 1 < n; i += 2) {
         float c = cs[i], s = cs[i + 1], x0 = x[i], x1 = x[i + 1];
@@ -299,6 +308,7 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->isa = TENSOR_ISA_SCALAR;
     k->attn = attn_scalar;
     k->silu_mul = silu_mul_scalar;
+    k->gelu_mul = gelu_mul_scalar;
     k->argmax = argmax_scalar;
     k->rope = rope_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;

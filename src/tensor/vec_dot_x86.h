@@ -631,6 +631,7 @@ static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict vx, 
 static void fill_x86_kernels(struct tensor_kernels *k) {
     k->attn = attn_x86;
     k->silu_mul = silu_mul_x86;
+    k->gelu_mul = gelu_mul_x86;
 #ifdef __AVX512F__
     k->argmax = argmax_x86; /* AVX2 keeps the scalar table's (dispatch.c), and its rope */
     k->rope = rope_x86;
