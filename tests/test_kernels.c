@@ -895,6 +895,47 @@ TEST(silu_mul_matches_double_and_ignores_cuts) {
     mem_free(g), mem_free(u), mem_free(a), mem_free(b);
 }
 
+/* gelu_mul of every table against 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+ * x^3))) u in double: within a few ulp where the result is not tiny (the
+ * rounding of z moves it by about |z| ulp), 0 for x = 0, finite
+ * everywhere; and the same bits whatever the runs are cut into. */
+TEST(gelu_mul_matches_double_and_ignores_cuts) {
+    enum { N = 4099 };
+    struct prng rng;
+    prng_seed(&rng, 78);
+    float *g = mem_alloc_aligned(sizeof(float) * N), *u = mem_alloc_aligned(sizeof(float) * N);
+    float *a = mem_alloc_aligned(sizeof(float) * N), *b = mem_alloc_aligned(sizeof(float) * N);
+    REQUIRE(g && u && a && b);
+    for (int i = 0; i < N; i++) {
+        double r = prng_uniform(&rng);
+        g[i] = i < 64 ? (float)(i - 32) * 0.25f : (float)((r - 0.5) * (i % 3 ? 12.0 : 100.0));
+        u[i] = (float)(prng_uniform(&rng) * 4.0 - 2.0);
+    }
+    g[5] = 0.0f, g[6] = -0.0f, g[7] = 88.0f, g[8] = -88.0f, g[9] = 1e-30f, g[10] = -1e-30f;
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        REQUIRE(k->gelu_mul);
+        memcpy(a, g, sizeof(float) * N);
+        k->gelu_mul(a, u, N);
+        int bad = 0;
+        for (int i = 0; i < N && bad < 5; i++) {
+            double x = g[i], want = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i];
+            double tol = 8 * FLT_EPSILON * fabs(want) + 2e-7 * fabs(x * u[i]) + 1e-35;
+            if (!isfinite(a[i]) || fabs(a[i] - want) > tol) {
+                bad++;
+                CHECK_MSG(false, "%s gelu_mul(%g) * %g = %.9g, want %.9g", k->name, x, u[i], a[i], want);
+            }
+        }
+        CHECK_MSG(a[5] == 0.0f && a[6] == 0.0f, "%s: gelu(0) is not 0", k->name);
+        memcpy(b, g, sizeof(float) * N);
+        for (int i = 0, len = 1; i < N; i += len, len = len * 3 % 37 + 1)
+            k->gelu_mul(b + i, u + i, i + len <= N ? len : N - i);
+        CHECK_MSG(!memcmp(a, b, sizeof(float) * N), "%s: gelu_mul depends on where its runs are cut", k->name);
+    }
+    mem_free(g), mem_free(u), mem_free(a), mem_free(b);
+}
+
 /* argmax of every table against a plain first-maximum loop: random lengths
  * (below, at and past the vector width), many ties, NaN (also first),
  * infinities, signed zeros, all-NaN and all -inf rows. */
