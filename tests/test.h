@@ -35,7 +35,9 @@ const char *test_env(const char *name);
 const char *test_default_model(char *buf, size_t len);
 
 /* The cached file of a model of the registry (src/api/registry.c) by name,
- * as test_default_model: its path in buf, or NULL with the test skipped. */
+ * as test_default_model: its path in buf, or NULL with the test skipped
+ * (also for a model over 300 MB when KVIK_TEST_QUICK is set, as the
+ * sanitizer run sets it). */
 const char *test_registry_model(const char *name, char *buf, size_t len);
 
 /* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it
@@ -73,6 +75,15 @@ float test_rand_uniform(uint64_t *state, float lo, float hi);
     do {                                                                            \
         if (!(cond)) {                                                              \
             test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);                    \
+            return;                                                                 \
+        }                                                                           \
+    } while (0)
+
+/* REQUIRE with a message (printf-style). */
+#define REQUIRE_MSG(cond, ...)                                                      \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            test_fail(__FILE__, __LINE__, __VA_ARGS__);                             \
             return;                                                                 \
         }                                                                           \
     } while (0)
