@@ -43,18 +43,26 @@ const char *test_env(const char *name) {
     return v ? v : "";
 }
 
-const char *test_default_model(char *buf, size_t len) {
-    static const char file[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
+static const char *cached_model(const char *file, char *buf, size_t len, const char *why) {
     const char *dir = getenv("KVIK_MODELS");
     if (dir && *dir) snprintf(buf, len, "%s/%s", dir, file);
     else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), file);
     FILE *f = fopen(buf, "rb");
     if (!f) {
-        test_skip("default model not cached; run `make model`");
+        test_skip(why);
         return NULL;
     }
     fclose(f);
     return buf;
+}
+
+const char *test_default_model(char *buf, size_t len) {
+    return cached_model("SmolLM2-135M-Instruct.Q4_1.gguf", buf, len,
+                        "default model not cached; run `make model`");
+}
+
+const char *test_cached_model(const char *file, char *buf, size_t len) {
+    return cached_model(file, buf, len, "model not cached; run `make models-test`");
 }
 
 uint64_t test_rand_u64(uint64_t *s) {

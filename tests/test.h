@@ -34,6 +34,11 @@ const char *test_env(const char *name);
  * and returns NULL when it is not there (`make model` fetches it). */
 const char *test_default_model(char *buf, size_t len);
 
+/* The same for a registry model's FILE in the model cache (`make
+ * models-test` fetches the ones the tests read: gemma3-270m,
+ * qwen2.5-coder-0.5b, qwen2.5-coder-1.5b). */
+const char *test_cached_model(const char *file, char *buf, size_t len);
+
 /* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it
  * cannot be read. */
 char *test_slurp(const char *path, size_t *len);
