@@ -477,12 +477,17 @@ def main():
         name = args.show[0]
         if name not in MODELS:
             sys.exit("unknown model %r (known: %s)" % (name, ", ".join(MODELS)))
-        llm = open_vocab(os.path.join(model_dir(), MODELS[name][0]))
+        ref = Ref(open_vocab(os.path.join(model_dir(), MODELS[name][0])), **MODELS[name][3])
         for idx in args.show[1:]:
-            s, _, cat = strings[int(idx)]
-            ids = tokenize(llm, s, False, False)
-            print("#%s category %d %r\n  llama.cpp (%d ids, hash 0x%06x): %s"
+            s, flags, cat = strings[int(idx)]
+            if flags & 1 and ref.nfc:
+                print("#%s category %d %r: not valid UTF-8, not compared" % (idx, cat, s))
+                continue
+            ids, raw = ref.record(s, False, False)
+            print("#%s category %d %r\n  reference (%d ids, hash 0x%06x): %s"
                   % (idx, cat, s, len(ids), hash_ids(ids) & 0xFFFFFF, " ".join(map(str, ids))))
+            if raw:
+                print("  llama.cpp itself (%s): %s" % (raw[0], " ".join(map(str, raw[1]))))
         return
     os.makedirs(OUT, exist_ok=True)
     chat = chat_module()

@@ -368,7 +368,7 @@ static void run_strings(const char *name, const char *file) {
         } else if (shown++ < 3) {
             printf("    #%u (%u bytes) %.*s\n      kvik:", i, len, len < 80 ? (int)len : 80, text);
             for (size_t k = 0; k < got.n && k < 24; k++) printf(" %d", got.v[k]);
-            printf("\n      llama.cpp: python3 scripts/gen_vocab_ref.py --show %s %u\n", name, i);
+            printf("\n      reference: python3 scripts/gen_vocab_ref.py --show %s %u\n", name, i);
         }
     }
     printf("    %s strings: %u/%u match the reference\n", name, passed, total);
