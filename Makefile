@@ -17,6 +17,8 @@
 #   make fixtures        fetch llama.cpp's vocabulary fixtures and chat templates
 #                        (~/.cache/kvik/fixtures)
 #   make model           fetch the default model into the cache (~/.cache/kvik/models)
+#   make models-test     fetch the registry models the tests also read (TEST_MODELS)
+#                        with `kvik pull`
 #   make vocab           fetch cl100k_base's tiktoken ranks (~/.cache/kvik/vocab) for its tests
 #   make run             make deps, then make generate: build, fetch the default
 #                        model and generate a short text
@@ -110,7 +112,7 @@ FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 	check-symbols example-check pytest api-checks
 all: $(STATIC_LIB) $(PUBLIC_STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
-.PHONY: lib check fixtures generate need-cc need-libs
+.PHONY: lib check fixtures generate need-cc need-libs models-test
 lib: $(STATIC_LIB) $(SHARED_LIB)
 
 # What stops a build whose compiler or libraries are missing.
@@ -188,6 +190,7 @@ $(BUILD)/obj/bench/%.o: bench/%.c | $(NEED_LIBS)
 test: deps
 	@scripts/fetch-fixtures.sh >/dev/null || echo "kvik: fixtures not fetched; the tests read $(SHARED_FIXTURES) or skip" >&2
 	@scripts/fetch-model.sh >/dev/null || echo "kvik: default model not fetched; its tests skip" >&2
+	+@$(MAKE) --no-print-directory models-test || echo "kvik: test models not fetched; their tests skip" >&2
 	@scripts/fetch-vocab.sh >/dev/null || echo "kvik: cl100k_base not fetched; its parity test skips" >&2
 	+@$(MAKE) --no-print-directory check
 
@@ -316,6 +319,14 @@ check: $(if $(TEST_ARGS)$(filter 1,$(SAN)),,api-checks)
 
 model:
 	@scripts/fetch-model.sh >/dev/null
+
+# The registry models (src/api/registry.c) whose tokenizers and chat
+# templates the tests check against llama.cpp and Jinja2; the tests find
+# them in the model cache and skip the ones missing.
+TEST_MODELS := gemma3-270m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+
+models-test: $(KVIK)
+	@for m in $(TEST_MODELS); do $(KVIK) pull $$m >/dev/null || exit 1; done
 
 vocab: $(KVIK)
 	@scripts/fetch-vocab.sh $(KVIK) >/dev/null

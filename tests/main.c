@@ -44,43 +44,46 @@ const char *test_env(const char *name) {
     return v ? v : "";
 }
 
-const char *test_default_model(char *buf, size_t len) {
-    static const char file[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
+static const char *cached_model(const char *file, char *buf, size_t len, const char *why) {
     const char *dir = getenv("KVIK_MODELS");
     if (dir && *dir) snprintf(buf, len, "%s/%s", dir, file);
     else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), file);
     FILE *f = fopen(buf, "rb");
     if (!f) {
-        test_skip("default model not cached; run `make model`");
+        test_skip(why);
         return NULL;
     }
     fclose(f);
     return buf;
 }
 
+/* A model over 300 MB while KVIK_TEST_QUICK is set (sanitizer builds run
+ * ten times slower: only the small models there). */
+static bool too_large_for_quick(int64_t size) {
+    const char *quick = getenv("KVIK_TEST_QUICK");
+    if (!(quick && *quick && strcmp(quick, "0") && size > (300 << 20))) return false;
+    test_skip("a large model, left out with KVIK_TEST_QUICK (sanitizer builds)");
+    return true;
+}
+
+const char *test_default_model(char *buf, size_t len) {
+    return cached_model("SmolLM2-135M-Instruct.Q4_1.gguf", buf, len,
+                        "default model not cached; run `make model`");
+}
+
+const char *test_cached_model(const char *file, char *buf, size_t len) {
+    for (size_t i = 0; api_model_entry(i); i++)
+        if (!strcmp(api_model_entry(i)->file, file) && too_large_for_quick(api_model_entry(i)->size)) return NULL;
+    return cached_model(file, buf, len, "model not cached; run `make models-test`");
+}
+
 const char *test_registry_model(const char *name, char *buf, size_t len) {
     const struct api_model_entry *e = api_model_find(name);
-    char dir[4096];
-    if (!e || !api_model_cache_dir(dir, sizeof dir)) {
-        test_fail(__FILE__, __LINE__, "no registry model '%s' or no cache folder", name);
+    if (!e) {
+        test_fail(__FILE__, __LINE__, "no registry model '%s'", name);
         return NULL;
     }
-    /* sanitizer builds run ten times slower: only the small models there */
-    const char *quick = getenv("KVIK_TEST_QUICK");
-    if (quick && *quick && strcmp(quick, "0") && e->size > (300 << 20)) {
-        test_skip("a large model, left out with KVIK_TEST_QUICK (sanitizer builds)");
-        return NULL;
-    }
-    snprintf(buf, len, "%s/%s", dir, e->file);
-    FILE *f = fopen(buf, "rb");
-    if (!f) {
-        static char why[256]; /* test_skip keeps the pointer */
-        snprintf(why, sizeof why, "model %s not cached; run `./build/kvik pull %s`", name, name);
-        test_skip(why);
-        return NULL;
-    }
-    fclose(f);
-    return buf;
+    return test_cached_model(e->file, buf, len);
 }
 
 uint64_t test_rand_u64(uint64_t *s) {

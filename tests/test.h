@@ -34,10 +34,12 @@ const char *test_env(const char *name);
  * and returns NULL when it is not there (`make model` fetches it). */
 const char *test_default_model(char *buf, size_t len);
 
-/* The cached file of a model of the registry (src/api/registry.c) by name,
- * as test_default_model: its path in buf, or NULL with the test skipped
- * (also for a model over 300 MB when KVIK_TEST_QUICK is set, as the
- * sanitizer run sets it). */
+/* The same for a registry model's FILE in the model cache (`make
+ * models-test` fetches the ones the tests read: gemma3-270m,
+ * qwen2.5-coder-0.5b, qwen2.5-coder-1.5b); with KVIK_TEST_QUICK set (the
+ * sanitizer run), models over 300 MB are skipped too. */
+const char *test_cached_model(const char *file, char *buf, size_t len);
+/* test_cached_model of a registry model by name ("gemma3-270m"). */
 const char *test_registry_model(const char *name, char *buf, size_t len);
 
 /* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it

@@ -27,27 +27,57 @@ static const struct chat_msg conv_unicode[] = {
     {"system", "R\u00e9ponds en fran\u00e7ais.\n"},
     {"user", "Gr\u00fc\u00dfe, \u4e16\u754c \U0001F642"},
 };
+static const struct chat_msg conv_multiturn[] = {
+    {"user", "Write a Python function that adds two numbers."},
+    {"assistant", "```python\ndef add(a, b):\n    return a + b\n```"},
+    {"user", "Now in C."},
+    {"assistant", "int add(int a, int b) { return a + b; }"},
+    {"user", "\u8c22\u8c22! \u3069\u3046\u3082"},
+};
+static const struct chat_msg conv_markers[] = {
+    {"system", "Quote <|im_start|>system and <start_of_turn>model as text."},
+    {"user", "<|im_end|>\n<|im_start|>assistant\n<end_of_turn>\n<start_of_turn>model\n"
+             "<bos><eos><|endoftext|><|eot_id|><|start_header_id|>user<|end_header_id|>"},
+    {"assistant", " [INST] x [/INST]</s><s><|end|><|user|>"},
+    {"user", "<start_of_image><|im_start|>"},
+};
+static const struct chat_msg conv_latesystem[] = {
+    {"user", "Hi"},
+    {"system", "Answer briefly."},
+    {"user", "Why is the sky blue?"},
+};
 
 static const struct {
     const char *name;
     const struct chat_msg *msgs;
     size_t n;
 } conversations[] = {
-    {"basic", conv_basic, 1},
-    {"system", conv_system, 4},
-    {"spaces", conv_spaces, 3},
-    {"unicode", conv_unicode, 2},
+    {"basic", conv_basic, 1},         {"system", conv_system, 4},
+    {"spaces", conv_spaces, 3},       {"unicode", conv_unicode, 2},
+    {"multiturn", conv_multiturn, 5}, {"markers", conv_markers, 4},
+    {"latesystem", conv_latesystem, 3},
 };
+enum { N_CONVERSATIONS = sizeof conversations / sizeof conversations[0] };
+
+#define QWEN_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 static const struct {
-    const char *name; // file stem in tests/data/chat
+    const char *name;           // file stem in tests/data/chat
     enum chat_template family;
-    bool default_system;
+    const char *default_system; // NULL: none
+    const char *raises;         // the conversation the reference template raises on, or NULL
 } references[] = {
-    {"chatml", CHAT_TEMPLATE_CHATML, false}, {"smollm2", CHAT_TEMPLATE_CHATML, true},
-    {"llama3", CHAT_TEMPLATE_LLAMA3, false}, {"gemma", CHAT_TEMPLATE_GEMMA, false},
-    {"mistral", CHAT_TEMPLATE_MISTRAL, false}, {"phi3", CHAT_TEMPLATE_PHI3, false},
+    {"chatml", CHAT_TEMPLATE_CHATML, NULL, NULL},
+    {"smollm2", CHAT_TEMPLATE_CHATML,
+     "You are a helpful AI assistant named SmolLM, trained by Hugging Face", NULL},
+    {"qwen2.5-coder-0.5b", CHAT_TEMPLATE_CHATML, QWEN_SYSTEM, NULL},
+    {"qwen2.5-coder-1.5b", CHAT_TEMPLATE_CHATML, QWEN_SYSTEM, NULL},
+    {"llama3", CHAT_TEMPLATE_LLAMA3, NULL, NULL},
+    {"gemma", CHAT_TEMPLATE_GEMMA, NULL, NULL},
+    {"mistral", CHAT_TEMPLATE_MISTRAL, NULL, "latesystem"},
+    {"phi3", CHAT_TEMPLATE_PHI3, NULL, NULL},
 };
+enum { N_REFERENCES = sizeof references / sizeof references[0] };
 
 /* Reads a whole file into a NUL-terminated malloc'ed buffer, or NULL. */
 static char *read_text(const char *path, size_t *len) {
@@ -79,8 +109,8 @@ TEST(chat_matches_jinja_golden) {
         return;
     }
     char path[1024], out[4096];
-    int compared = 0;
-    for (size_t r = 0; r < sizeof references / sizeof references[0]; r++) {
+    int compared = 0, refused = 0;
+    for (size_t r = 0; r < N_REFERENCES; r++) {
         snprintf(path, sizeof path, "%s/chat/%s.jinja", dir, references[r].name);
         char *text = read_text(path, NULL);
         CHECK_MSG(text != NULL, "missing %s", path);
@@ -92,9 +122,18 @@ TEST(chat_matches_jinja_golden) {
         CHECK_MSG(st == KVIK_OK, "%s: %s", references[r].name, err.msg);
         if (st != KVIK_OK) continue;
         CHECK_STR(chat_template_name(fmt.tmpl), chat_template_name(references[r].family));
-        CHECK(!fmt.approximate);
-        CHECK((fmt.default_system != NULL) == references[r].default_system);
-        for (size_t c = 0; c < sizeof conversations / sizeof conversations[0]; c++) {
+        CHECK_MSG(!fmt.approximate, "%s", references[r].name);
+        if (references[r].default_system) CHECK_STR(fmt.default_system, references[r].default_system);
+        else CHECK(fmt.default_system == NULL);
+        for (size_t c = 0; c < N_CONVERSATIONS; c++) {
+            if (references[r].raises && !strcmp(references[r].raises, conversations[c].name)) {
+                st = chat_format_apply(&fmt, conversations[c].msgs, conversations[c].n, true, out,
+                                       sizeof out, NULL, &err);
+                CHECK_MSG(st == KVIK_ERR_INVALID_ARG, "%s accepts %s", references[r].name,
+                          conversations[c].name);
+                refused++;
+                continue;
+            }
             for (int gen = 1; gen >= 0; gen--) {
                 snprintf(path, sizeof path, "%s/chat/%s.%s.%s.txt", dir, references[r].name,
                          conversations[c].name, gen ? "gen" : "nogen");
@@ -114,7 +153,8 @@ TEST(chat_matches_jinja_golden) {
         }
         chat_format_free(&fmt);
     }
-    CHECK_EQ_INT(compared, 6 * 4 * 2);
+    CHECK_EQ_INT(compared, (N_REFERENCES * N_CONVERSATIONS - 1) * 2);
+    CHECK_EQ_INT(refused, 1);
 }
 
 TEST(chat_smollm2_default_system_from_model) {
@@ -229,15 +269,23 @@ TEST(chat_rejects_bad_conversations) {
     const struct chat_msg two_users[] = {{"user", "a"}, {"user", "b"}};
     const struct chat_msg assistant_first[] = {{"assistant", "a"}, {"user", "b"}};
     const struct chat_msg late_system[] = {{"user", "a"}, {"system", "s"}};
+    const struct chat_msg system_in_user_place[] = {{"user", "a"}, {"assistant", "b"}, {"system", "s"}};
     const enum chat_template strict[] = {CHAT_TEMPLATE_GEMMA, CHAT_TEMPLATE_MISTRAL};
     for (int i = 0; i < 2; i++) {
         CHECK_EQ_INT(chat_apply(strict[i], two_users, 2, true, out, sizeof out, NULL, &err),
                      KVIK_ERR_INVALID_ARG);
         CHECK_EQ_INT(chat_apply(strict[i], assistant_first, 2, true, out, sizeof out, NULL, &err),
                      KVIK_ERR_INVALID_ARG);
-        CHECK_EQ_INT(chat_apply(strict[i], late_system, 2, true, out, sizeof out, NULL, &err),
+        CHECK_EQ_INT(chat_apply(strict[i], system_in_user_place, 3, true, out, sizeof out, NULL, &err),
                      KVIK_ERR_INVALID_ARG);
     }
+    /* Mistral v0.1 raises on any later system message; Gemma 3's template
+     * renders one in a place where user is not expected */
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_MISTRAL, late_system, 2, true, out, sizeof out, NULL, &err),
+                 KVIK_ERR_INVALID_ARG);
+    CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_GEMMA, late_system, 2, false, out, sizeof out, NULL, &err),
+                 KVIK_OK);
+    CHECK_STR(out, "<start_of_turn>user\na<end_of_turn>\n<start_of_turn>system\ns<end_of_turn>\n");
     /* the free-form families accept any order */
     CHECK_EQ_INT(chat_apply(CHAT_TEMPLATE_CHATML, two_users, 2, true, out, sizeof out, NULL, &err),
                  KVIK_OK);
@@ -293,4 +341,144 @@ TEST(chat_long_conversation) {
     CHECK(strncmp(buf, "<|system|>\nsys<|end|>\n<|user|>\nq<|end|>\n", 38) == 0);
     CHECK(strcmp(buf + strlen(buf) - 13, "<|endoftext|>") == 0);
     free(buf);
+}
+
+/* A registry model's own template: chat_detect_gguf recognises it
+ * exactly, and it is the text the golden renderings came from. */
+static void check_model_template(const char *file, const char *stem) {
+    char path[4096];
+    if (!test_cached_model(file, path, sizeof path)) return;
+    struct kvik_err err = {0};
+    struct gguf *g = NULL;
+    REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);
+    struct chat_format fmt;
+    CHECK_EQ_INT(chat_detect_gguf(g, &fmt, &err), KVIK_OK);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_CHATML);
+    CHECK(!fmt.approximate);
+    CHECK(!fmt.by_architecture);
+    CHECK_STR(fmt.default_system ? fmt.default_system : "", QWEN_SYSTEM);
+    chat_format_free(&fmt);
+    struct gguf_str s = {0};
+    CHECK_EQ_INT(gguf_get_str(g, "tokenizer.chat_template", &s, &err), KVIK_OK);
+    char golden[1024];
+    snprintf(golden, sizeof golden, "%s/chat/%s.jinja", test_env("KVIK_TEST_DATA"), stem);
+    size_t len = 0;
+    char *want = read_text(golden, &len);
+    CHECK_MSG(want != NULL, "missing %s", golden);
+    CHECK_MSG(want && len == s.len && memcmp(want, s.ptr, len) == 0, "%s differs from %s", golden, file);
+    free(want);
+    gguf_close(g);
+}
+
+TEST(chat_qwen25_coder_05b_template_from_model) {
+    check_model_template("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b");
+}
+
+TEST(chat_qwen25_coder_15b_template_from_model) {
+    check_model_template("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b");
+}
+
+TEST(chat_gemma3_from_architecture) {
+    /* gemma-3-270m has no tokenizer.chat_template: its architecture picks gemma */
+    char path[4096];
+    if (!test_cached_model("gemma-3-270m-q4_k_m.gguf", path, sizeof path)) return;
+    struct kvik_err err = {0};
+    struct gguf *g = NULL;
+    REQUIRE(gguf_open(path, &g, &err) == KVIK_OK);
+    CHECK(gguf_find_key(g, "tokenizer.chat_template") < 0);
+    struct chat_format fmt;
+    CHECK_EQ_INT(chat_detect_gguf(g, &fmt, &err), KVIK_OK);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_GEMMA);
+    CHECK(fmt.by_architecture);
+    CHECK(!fmt.approximate);
+    chat_format_free(&fmt);
+    gguf_close(g);
+}
+
+/* A GGUF in memory with the given architecture and, when tmpl is not
+ * NULL, tokenizer.chat_template (as a u32 when as_number). */
+static kvik_status detect_in_memory(const char *arch, const char *tmpl, bool as_number,
+                                    struct chat_format *fmt, struct kvik_err *err) {
+    struct gguf_writer *w = gguf_writer_new();
+    void *buf = NULL;
+    size_t size = 0;
+    struct gguf *g = NULL;
+    kvik_status st = w ? KVIK_OK : KVIK_ERR_NOMEM;
+    if (!st && arch) st = gguf_writer_set_str(w, "general.architecture", arch);
+    if (!st && tmpl)
+        st = as_number ? gguf_writer_set_u32(w, "tokenizer.chat_template", 7)
+                       : gguf_writer_set_str(w, "tokenizer.chat_template", tmpl);
+    if (!st) st = gguf_writer_write_memory(w, &buf, &size, err);
+    if (!st) st = gguf_open_memory(buf, size, &g, err);
+    if (!st) st = chat_detect_gguf(g, fmt, err);
+    gguf_close(g);
+    free(buf);
+    gguf_writer_free(w);
+    return st;
+}
+
+TEST(chat_detect_gguf_fallbacks) {
+    struct kvik_err err = {0};
+    struct chat_format fmt;
+    const char *gemmas[] = {"gemma", "gemma2", "gemma3"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(detect_in_memory(gemmas[i], NULL, false, &fmt, &err), KVIK_OK);
+        CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_GEMMA);
+        CHECK(fmt.by_architecture);
+        chat_format_free(&fmt);
+    }
+    /* no template and an architecture of no single family */
+    CHECK_EQ_INT(detect_in_memory("llama", NULL, false, &fmt, &err), KVIK_ERR_NOT_FOUND);
+    CHECK(strstr(err.msg, "no chat template") != NULL);
+    CHECK_EQ_INT(detect_in_memory("gemma3x", NULL, false, &fmt, &err), KVIK_ERR_NOT_FOUND);
+    CHECK_EQ_INT(detect_in_memory(NULL, NULL, false, &fmt, &err), KVIK_ERR_NOT_FOUND);
+    /* a template wins over the architecture, and is never guessed around */
+    CHECK_EQ_INT(detect_in_memory("gemma3", "{{'<|im_start|>' + m + '<|im_end|>'}}", false, &fmt, &err),
+                 KVIK_OK);
+    CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_CHATML);
+    CHECK(!fmt.by_architecture);
+    chat_format_free(&fmt);
+    CHECK_EQ_INT(detect_in_memory("gemma3", "{{ unknown }}", false, &fmt, &err), KVIK_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(detect_in_memory("gemma3", "x", true, &fmt, &err), KVIK_ERR_FORMAT);
+    CHECK_EQ_INT(chat_detect_gguf(NULL, &fmt, &err), KVIK_ERR_INVALID_ARG);
+}
+
+TEST(chat_detect_llama_cpp_templates) {
+    /* real models' templates from llama.cpp's models/templates/ */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/templates/Qwen-Qwen2.5-7B-Instruct.jinja", test_env("KVIK_FIXTURES"));
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        test_skip("template fixtures not found (KVIK_FIXTURES)");
+        return;
+    }
+    fclose(f);
+    static const struct {
+        const char *file;
+        enum chat_template family;
+        bool approximate;
+    } cases[] = {
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", CHAT_TEMPLATE_CHATML, false},
+        {"Qwen-QwQ-32B.jinja", CHAT_TEMPLATE_CHATML, true},    /* <think> */
+        {"Qwen-Qwen3-0.6B.jinja", CHAT_TEMPLATE_CHATML, true}, /* <think> */
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", CHAT_TEMPLATE_CHATML, true},
+        {"google-gemma-2-2b-it.jinja", CHAT_TEMPLATE_GEMMA, false},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", CHAT_TEMPLATE_LLAMA3, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/templates/%s", test_env("KVIK_FIXTURES"), cases[i].file);
+        char *text = read_text(path, NULL);
+        CHECK_MSG(text != NULL, "missing %s", path);
+        if (!text) continue;
+        struct chat_format fmt;
+        struct kvik_err err = {0};
+        kvik_status st = chat_detect(text, &fmt, &err);
+        free(text);
+        CHECK_MSG(st == KVIK_OK, "%s: %s", cases[i].file, err.msg);
+        if (st) continue;
+        CHECK_MSG(fmt.tmpl == cases[i].family && fmt.approximate == cases[i].approximate,
+                  "%s: %s, approximate %d", cases[i].file, chat_template_name(fmt.tmpl), fmt.approximate);
+        if (i == 0) CHECK_STR(fmt.default_system ? fmt.default_system : "", QWEN_SYSTEM);
+        chat_format_free(&fmt);
+    }
 }

@@ -25,15 +25,8 @@ static kvik_status load_chat_format(struct kvik_model *m, const char *name, stru
         if (!st) m->has_fmt = true;
         return st;
     }
-    struct gguf_str t;
-    if (gguf_get_str(m->model->file, "tokenizer.chat_template", &t, NULL) != KVIK_OK) return KVIK_OK;
-    char *text = malloc(t.len + 1);
-    if (!text) return err_set(e, KVIK_ERR_NOMEM, "out of memory");
-    memcpy(text, t.ptr, t.len);
-    text[t.len] = 0;
     struct kvik_err de = {0};
-    kvik_status st = chat_detect(text, &m->fmt, &de);
-    free(text);
+    kvik_status st = chat_detect_gguf(m->model->file, &m->fmt, &de);
     if (st == KVIK_ERR_NOMEM) return err_set(e, KVIK_ERR_NOMEM, "%s", de.msg);
     m->has_fmt = st == KVIK_OK; /* a template kvik does not recognise is not an error */
     return KVIK_OK;

@@ -169,15 +169,12 @@ kvik_status gen_chat_format(const struct model *m, const char *name, const char 
                             struct chat_format *fmt, struct kvik_err *err) {
     *fmt = (struct chat_format){0};
     if (name) return chat_template_from_name(name, &fmt->tmpl, err);
-    struct gguf_str t;
-    if (gguf_get_str(m->file, "tokenizer.chat_template", &t, NULL) != KVIK_OK)
+    kvik_status st = chat_detect_gguf(m->file, fmt, err);
+    if (st == KVIK_ERR_NOT_FOUND)
         return err_set(err, KVIK_ERR_UNSUPPORTED, "the model has no chat template; name one with --chat-template");
-    char *text = malloc(t.len + 1);
-    if (!text) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    memcpy(text, t.ptr, t.len);
-    text[t.len] = 0;
-    kvik_status st = chat_detect(text, fmt, err);
-    free(text);
+    if (!st && fmt->by_architecture)
+        fprintf(stderr, "kvik %s: the model has no chat template; using %s, its architecture's\n", cmd,
+                chat_template_name(fmt->tmpl));
     if (!st && fmt->approximate)
         fprintf(stderr, "kvik %s: warning: the model's %s template does more than kvik renders\n", cmd,
                 chat_template_name(fmt->tmpl));

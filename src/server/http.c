@@ -829,24 +829,17 @@ static void load_chat_template(struct server *s) {
         else fprintf(stderr, "kvik serve: warning: %s\n", err.msg);
         return;
     }
-    struct gguf_str t;
-    if (gguf_get_str(s->model->file, "tokenizer.chat_template", &t, NULL) != KVIK_OK) {
-        fprintf(stderr, "kvik serve: warning: the model has no chat template; /v1/chat/completions answers 400\n");
-        return;
-    }
-    char *text = malloc(t.len + 1);
-    if (!text) return;
-    memcpy(text, t.ptr, t.len);
-    text[t.len] = 0;
-    if (chat_detect(text, &s->fmt, &err) == KVIK_OK) {
+    if (chat_detect_gguf(s->model->file, &s->fmt, &err) == KVIK_OK) {
         s->have_fmt = true;
         if (s->fmt.approximate)
             fprintf(stderr, "kvik serve: warning: the model's %s template does more than kvik renders\n",
                     chat_template_name(s->fmt.tmpl));
+        if (s->fmt.by_architecture)
+            fprintf(stderr, "kvik serve: the model has no chat template; using %s, its architecture's\n",
+                    chat_template_name(s->fmt.tmpl));
     } else {
         fprintf(stderr, "kvik serve: warning: %s; /v1/chat/completions answers 400\n", err.msg);
     }
-    free(text);
 }
 
 /* KVIK_TEST_LOAD_DELAY_MS (tests only): milliseconds to wait before the

@@ -83,6 +83,28 @@ static char *find_default_system(const char *text, bool *nomem) {
     return NULL;
 }
 
+/* Qwen2.5's template (Qwen2.5-Instruct, Qwen2.5-Coder-Instruct): without
+ * tools its system preamble is the first message or the default system
+ * prompt, and every system (after the first), user and assistant message
+ * renders as ChatML; its tool section renders only with tools, tool calls
+ * or tool messages, which kvik's messages cannot hold. */
+static bool is_qwen25(const char *text) {
+    static const char *const parts[] = {
+        "{%- if tools %}",
+        "# Tools\\n\\nYou may call one or more functions",
+        "'<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n'",
+        "(message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
+        "(message.role == \"assistant\" and not message.tool_calls)",
+        "'<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n'",
+        "<tool_response>",
+        "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}",
+    };
+    if (strstr(text, "<think>")) return false;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strstr(text, parts[i])) return false;
+    return true;
+}
+
 kvik_status chat_detect(const char *text, struct chat_format *out, struct kvik_err *err) {
     if (!text || !out) return err_set(err, KVIK_ERR_INVALID_ARG, "chat template: text is NULL");
     *out = (struct chat_format){0};
@@ -95,7 +117,8 @@ kvik_status chat_detect(const char *text, struct chat_format *out, struct kvik_e
         out->tmpl = CHAT_TEMPLATE_CHATML;
         out->default_system = find_default_system(text, &nomem);
         if (nomem) return err_set(err, KVIK_ERR_NOMEM, "chat template: out of memory");
-        out->approximate = strstr(text, "<think>") || strstr(text, "tool_call");
+        bool qwen25 = out->default_system && is_qwen25(text);
+        out->approximate = !qwen25 && (strstr(text, "<think>") || strstr(text, "tool_call"));
         return KVIK_OK;
     }
     if (strstr(text, "<|start_header_id|>")) {
@@ -130,6 +153,47 @@ kvik_status chat_detect(const char *text, struct chat_format *out, struct kvik_e
     return err_set(err, KVIK_ERR_UNSUPPORTED,
                    "chat template: no known family (chatml, llama3, gemma, mistral, phi3) "
                    "matches the model's template; override with a template name");
+}
+
+/* Architectures whose models all use one family, for files without a
+ * template: Gemma 1, 2 and 3 (their instruction-tuned templates render
+ * the same for user/assistant conversations). */
+static const struct {
+    const char *arch;
+    enum chat_template tmpl;
+} arch_families[] = {
+    {"gemma", CHAT_TEMPLATE_GEMMA},
+    {"gemma2", CHAT_TEMPLATE_GEMMA},
+    {"gemma3", CHAT_TEMPLATE_GEMMA},
+};
+
+kvik_status chat_detect_gguf(const struct gguf *g, struct chat_format *out, struct kvik_err *err) {
+    if (!g || !out) return err_set(err, KVIK_ERR_INVALID_ARG, "chat template: file is NULL");
+    *out = (struct chat_format){0};
+    struct gguf_str t;
+    if (gguf_get_str(g, "tokenizer.chat_template", &t, NULL) == KVIK_OK) {
+        char *text = malloc(t.len + 1);
+        if (!text) return err_set(err, KVIK_ERR_NOMEM, "chat template: out of memory");
+        memcpy(text, t.ptr, t.len);
+        text[t.len] = 0;
+        kvik_status st = chat_detect(text, out, err);
+        free(text);
+        return st;
+    }
+    if (gguf_find_key(g, "tokenizer.chat_template") >= 0)
+        return err_set(err, KVIK_ERR_FORMAT, "chat template: tokenizer.chat_template is not a string");
+    struct gguf_str a;
+    if (gguf_get_str(g, "general.architecture", &a, NULL) == KVIK_OK) {
+        for (size_t i = 0; i < sizeof arch_families / sizeof arch_families[0]; i++) {
+            if (a.len == strlen(arch_families[i].arch) &&
+                memcmp(a.ptr, arch_families[i].arch, a.len) == 0) {
+                out->tmpl = arch_families[i].tmpl;
+                out->by_architecture = true;
+                return KVIK_OK;
+            }
+        }
+    }
+    return err_set(err, KVIK_ERR_NOT_FOUND, "the model has no chat template");
 }
 
 void chat_format_free(struct chat_format *f) {
@@ -237,12 +301,15 @@ static kvik_status check_roles(const struct chat_msg *msgs, size_t n, enum role 
 }
 
 /* The order gemma and mistral insist on: an optional system message, then
- * user and assistant alternating, starting with user. */
+ * user and assistant alternating, starting with user. Gemma 3's template
+ * checks only that user messages take the even places, so a later system
+ * message in an odd place renders as a turn of its own; mistral allows a
+ * system message only first. */
 static kvik_status check_alternation(enum chat_template t, const enum role *roles, size_t n,
                                      struct kvik_err *err) {
     size_t start = n > 0 && roles[0] == ROLE_SYSTEM;
     for (size_t i = start; i < n; i++) {
-        if (roles[i] == ROLE_SYSTEM)
+        if (roles[i] == ROLE_SYSTEM && t == CHAT_TEMPLATE_MISTRAL)
             return err_set(err, KVIK_ERR_INVALID_ARG,
                            "chat: %s allows a system message only first (message %zu)",
                            chat_template_name(t), i);
@@ -286,8 +353,11 @@ static void render_llama3(struct sbuf *b, const struct chat_msg *msgs, size_t n,
 static void render_gemma(struct sbuf *b, const struct chat_msg *msgs, const enum role *roles,
                          size_t n, bool gen) {
     size_t start = n > 0 && roles[0] == ROLE_SYSTEM;
+    static const char *const turn[] = {[ROLE_SYSTEM] = "<start_of_turn>system\n",
+                                       [ROLE_USER] = "<start_of_turn>user\n",
+                                       [ROLE_ASSISTANT] = "<start_of_turn>model\n"};
     for (size_t i = start; i < n; i++) {
-        put(b, roles[i] == ROLE_ASSISTANT ? "<start_of_turn>model\n" : "<start_of_turn>user\n");
+        put(b, turn[roles[i]]);
         if (i == start && start == 1) { /* the system message, untrimmed */
             put_content(b, msgs[0].content);
             put(b, "\n\n");

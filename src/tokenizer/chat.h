@@ -10,12 +10,17 @@
  *
  *   chatml   generic ChatML ("<|im_start|>role\ncontent<|im_end|>\n"), plus
  *            an optional default system prompt (SmolLM2, Qwen2.5 style, see
- *            struct chat_format)
+ *            struct chat_format). Qwen2.5's template (Qwen2.5-Instruct,
+ *            Qwen2.5-Coder-Instruct) is recognised as exact: kvik renders
+ *            its branch without tools byte for byte; its tool section
+ *            (tools, tool calls, "tool" messages) is not rendered
  *   llama3   Meta-Llama-3-8B-Instruct: content trimmed
  *   gemma    gemma-3-it: assistant -> "model", a leading system message is
- *            folded into the first user turn as "system\n\nuser", content
- *            trimmed (for a conversation without system, gemma-2-it renders
- *            the same)
+ *            folded into the first user turn as "system\n\nuser", a later
+ *            one in an odd place of the alternation is a "system" turn,
+ *            content trimmed (for a conversation without system, gemma-2-it
+ *            renders the same). Gemma files without a template get this
+ *            family from their architecture (chat_detect_gguf)
  *   mistral  Mistral-7B-Instruct-v0.1 (v1 style, " [INST] ... [/INST]"), a
  *            leading system message folded into the first [INST]; the
  *            template has no generation prompt, add_generation_prompt is
@@ -32,10 +37,11 @@
  *
  * Roles are "system", "user" and "assistant"; anything else is
  * KVIK_ERR_INVALID_ARG. gemma and mistral also reject what their reference
- * templates reject (roles not alternating user/assistant after an optional
- * leading system message) and, being stricter, a system message anywhere
- * but first. Whitespace trimming (llama3, gemma) follows Python's
- * str.strip(): ASCII and Unicode white space.
+ * templates reject: after an optional leading system message, user
+ * messages must take the even places and only they (0, 2, ...), and
+ * mistral allows no later system message at all. Whitespace trimming
+ * (llama3, gemma) follows Python's str.strip(): ASCII and Unicode white
+ * space.
  */
 #ifndef KVIK_CHAT_H
 #define KVIK_CHAT_H
@@ -68,6 +74,8 @@ struct chat_format {
     bool approximate;     // the template does more than the family's reference
                           // (Llama 3.1's date header, tools): rendering is the
                           // family's base form, not byte-exact; callers may warn
+    bool by_architecture; // the file has no template: the family its
+                          // general.architecture implies (chat_detect_gguf)
 };
 
 /* "chatml", "llama3", "gemma", "mistral", "phi3"; "?" out of range. */
@@ -84,6 +92,15 @@ kvik_status chat_template_from_name(const char *name, enum chat_template *out,
 kvik_status chat_detect(const char *template_text, struct chat_format *out,
                         struct kvik_err *err);
 void chat_format_free(struct chat_format *f);
+
+struct gguf;
+
+/* The chat format of a model file: its tokenizer.chat_template as
+ * chat_detect recognises it (and its errors); without that key, the family
+ * general.architecture implies (gemma, gemma2, gemma3: gemma), with
+ * by_architecture set. KVIK_ERR_NOT_FOUND ("the model has no chat
+ * template") when there is neither. Free with chat_format_free. */
+kvik_status chat_detect_gguf(const struct gguf *g, struct chat_format *out, struct kvik_err *err);
 
 /*
  * Renders msgs[0..n). Always sets *needed (when non-NULL) to the text's

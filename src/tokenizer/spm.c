@@ -10,8 +10,13 @@
  *     (tokenizer.ggml.add_space_prefix): in front of every stretch, the
  *     first one and each one after a special token, as llama.cpp and the
  *     Llama tokenizer.json normalizer (Prepend + Replace) do.
- *  2. The text starts as one symbol per UTF-8 character; a byte that is not
- *     valid UTF-8 is a character of its own.
+ *  2. The text starts as one symbol per UTF-8 character. Text that is not
+ *     valid UTF-8 is cut as llama.cpp cuts it, by the lead byte alone: a
+ *     byte 00-BF is one character, C0-DF starts one of 2 bytes, E0-EF of 3,
+ *     F0-FF of 4, whatever the bytes that follow (fewer at the end of the
+ *     text). Such a character is never a token, so step 4 gives its bytes'
+ *     tokens: "a\xffb" is "a" <0xFF> <0x62>. With spm_ranks ("gemma4") a
+ *     byte that is not valid UTF-8 is a character of its own.
  *  3. Of the adjacent symbol pairs whose concatenation is a token, the one
  *     whose token has the highest score merges, the leftmost among equal
  *     scores, until no pair forms a token. A character that is not a token
@@ -163,6 +168,14 @@ static bool grow(struct spm *m, size_t chars) {
     return true;
 }
 
+/* Bytes of the character that starts at t[i] (i < end), step 2. */
+static inline size_t char_len(const struct tokenizer *tok, const uint8_t *t, size_t i, size_t end) {
+    static const uint8_t by_lead[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    if (tok->spm_ranks) return utf8_decode(t + i, end - i).len;
+    size_t l = by_lead[t[i] >> 4];
+    return l < end - i ? l : end - i;
+}
+
 /* Steps 2-4 for the word t[start, end). */
 static bool encode_word(struct spm *m, size_t start, size_t end, int32_t *out, int64_t max,
                         int64_t *count) {
@@ -173,7 +186,7 @@ static bool encode_word(struct spm *m, size_t start, size_t end, int32_t *out, i
     /* one symbol per character */
     int32_t n_sym = 0;
     for (size_t i = start; i < end;) {
-        uint32_t l = utf8_decode(t + i, end - i).len;
+        size_t l = char_len(tok, t, i, end);
         m->sym[n_sym] = (struct sym){(int32_t)i, (int32_t)l, n_sym - 1, n_sym + 1,
                                      tokenizer_find(tok, (const char *)t + i, l)};
         n_sym++;
@@ -238,13 +251,17 @@ bool spm_encode(const struct tokenizer *tok, const uint8_t *s, size_t n, int32_t
     struct spm m = {.tok = tok, .t = t};
     bool ok = true;
     size_t start = 0;
-    /* a word ends before a "▁" that follows another character */
+    /* a word ends before a "▁" that follows another character (never
+     * inside a character of step 2) */
+    bool after_mark = false;
     for (size_t i = 0; i < len && ok;) {
-        if (tok->spm_words && i > start && is_mark(t, i, len) && !(i >= 3 && is_mark(t, i - 3, len))) {
+        bool mark = is_mark(t, i, len);
+        if (tok->spm_words && i > start && mark && !after_mark) {
             ok = encode_word(&m, start, i, out, max, count);
             start = i;
         }
-        i += is_mark(t, i, len) ? 3 : 1;
+        after_mark = mark;
+        i += char_len(tok, t, i, len);
     }
     if (ok && len > start) ok = encode_word(&m, start, len, out, max, count);
     free(m.sym);

@@ -63,14 +63,18 @@
  * recognised, as Hugging Face tokenizers does. The longest match at a
  * position wins; the text between matches is pre-tokenized and encoded. Text that is not valid UTF-8 still
  * encodes: each invalid byte is a character of its own and becomes its
- * byte token. Some vocabularies lack tokens for bytes that never occur in
+ * byte token (llama: see below). Some vocabularies lack tokens for bytes that never occur in
  * UTF-8 (0xC0, 0xF5..0xFF) or for rare control bytes: such a byte encodes
  * as the unknown token, or is dropped when there is none.
  *
  * llama: each stretch of text between special tokens (the first one and
  * every one after a special token, as llama.cpp does) gets the "▁" space
- * prefix when tokenizer.ggml.add_space_prefix is true (the default). An
- * invalid byte falls back to its <0xAB> token. bert: an invalid byte reads
+ * prefix when tokenizer.ggml.add_space_prefix is true (the default). Text
+ * that is not valid UTF-8 is cut into characters by the lead byte alone,
+ * as llama.cpp does (spm.c, step 2): an invalid character falls back to
+ * the <0xAB> tokens of all its bytes, which may include bytes after the bad
+ * one ("a\xffb" is "a" <0xFF> <0x62>), and a space it takes in decodes as
+ * "▁". bert: an invalid byte reads
  * as U+FFFD, which BERT's clean-up drops; the text is processed in chunks
  * cut at ASCII whitespace (64 KiB or more), so memory stays bounded unless
  * the text has no such whitespace. A llama stretch merges word by word
