@@ -509,6 +509,12 @@ static void check_family_file(const char *path, const struct synth_shape *s) {
     struct gguf_str a = {0};
     CHECK(gguf_get_str(g, "general.architecture", &a, NULL) == KVIK_OK && a.len == strlen(arch) &&
           !memcmp(a.ptr, arch, a.len));
+    struct gguf_str gn = {0};
+    char gname[160] = "";
+    if (gguf_get_str(g, "general.name", &gn, NULL) == KVIK_OK)
+        snprintf(gname, sizeof gname, "%.*s", (int)gn.len, gn.ptr);
+    CHECK_MSG(strstr(gname, "synthetic ") == gname && !strstr(gname, "phi3") && !strstr(gname, "phi-3"),
+              "%s: general.name '%s'", s->name, gname); /* llama.cpp's Phi-3 token rule (synth.h) */
     int fam = s->family, hd = synth_shape_head_dim(s);
     bool llama = fam == SYNTH_FAMILY_LLAMA, gemma = fam == SYNTH_FAMILY_GEMMA3, phi = fam == SYNTH_FAMILY_PHI3;
     const struct want_key keys[] = {

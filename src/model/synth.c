@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
@@ -70,13 +71,16 @@ static const struct synth_shape k_shapes[] = {
     {.name = "phi3-mini-4k", .model = "Phi-3-mini-4k", .family = PHI3, .n_layer = 32, .n_embd = 3072, .n_ff = 8192,
      .n_head = 32, .n_head_kv = 32, .n_vocab = 32064, .n_ctx = 4096, .rope_base = 10000.0f,
      .sliding_window = 2047, .rms_eps = 1e-5f},
-    /* Test shapes: a few layers, SmolLM2's vocabulary, grouped-query attention. */
+    /* Test shapes: a few layers, SmolLM2's vocabulary, grouped-query attention;
+     * tiny-gemma3 has 6 layers, so that one (layer 5) attends globally. */
     {.name = "tiny-llama", .model = "test (llama)", .family = LLAMA, .n_layer = 2, .n_embd = 128, .n_ff = 384,
      .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 2048, .rope_base = 10000.0f, .rms_eps = 1e-5f,
      .tied_output = true},
     {.name = "tiny-llama3", .model = "test (llama 3)", .family = LLAMA, .n_layer = 3, .n_embd = 128, .n_ff = 384,
      .n_head = 4, .n_head_kv = 2, .head_dim = 32, .n_vocab = 49152, .n_ctx = 131072, .rope_base = 500000.0f,
-     .rms_eps = 1e-5f, .tied_output = true, .rope_llama3 = LLAMA3_ROPE(32.0f)},
+     .rms_eps = 1e-5f, .tied_output = true,
+     .rope_llama3 = {.factor = 32.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .orig_ctx = 64},
+     .note = "llama3 rope factors for an original context of 64, not 8192, so they matter within 64 tokens"},
     {.name = "tiny-qwen2", .model = "test (qwen2)", .family = QWEN2, .n_layer = 2, .n_embd = 128, .n_ff = 384,
      .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 32768, .rope_base = 1000000.0f, .rms_eps = 1e-6f,
      .tied_output = true},
@@ -617,13 +621,36 @@ static void plan_tensors(struct plan *pl, const struct synth_shape *s, int type)
         plan_add(pl, "output", "weight", -1, embd, s->n_vocab, synth_matrix_type(type, embd, true), FILL_MATRIX);
 }
 
+/* general.name: "synthetic SHAPE TYPE (random weights)", with every "phi3"
+ * or "phi-3" (any case) written "phi 3": llama.cpp's vocabulary loader
+ * looks up Phi-3's own special tokens (</s>, <s>, <unk>) in a model whose
+ * name holds those, and fails on another tokenizer. */
+static void file_name(char *out, size_t len, const struct synth_shape *s, int type) {
+    char raw[160];
+    snprintf(raw, sizeof raw, "synthetic %s %s (random weights)", s->name, tensor_type_name(type));
+    size_t o = 0;
+    for (const char *p = raw; *p && o + 1 < len;) {
+        if (!strncasecmp(p, "phi3", 4) || !strncasecmp(p, "phi-3", 5)) {
+            size_t skip = p[3] == '-' ? 5 : 4;
+            if (o + 5 >= len) break;
+            memcpy(out + o, p, 3); /* "phi" in its case */
+            memcpy(out + o + 3, " 3", 2);
+            o += 5;
+            p += skip;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+}
+
 /* general.* and ARCH.* keys, in the order of llama.cpp's converter for the
  * family. */
 static kvik_status set_hparams(struct gguf_writer *w, const struct synth_shape *s, int type) {
     const char *arch = synth_family_name(s->family);
     int fam = s->family, hd = synth_shape_head_dim(s);
     char name[160];
-    snprintf(name, sizeof name, "synthetic %s %s (random weights)", s->name, tensor_type_name(type));
+    file_name(name, sizeof name, s, type);
     kvik_status st = gguf_writer_set_str(w, "general.architecture", arch);
     if (!st) st = gguf_writer_set_str(w, "general.type", "model");
     if (!st) st = gguf_writer_set_str(w, "general.name", name);

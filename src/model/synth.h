@@ -8,8 +8,11 @@
  * conventions as llama.cpp's converter writes them and its loader reads
  * them (llama.cpp 0.3.36), so both programs load it. Common to all: the
  * keys general.architecture (the family's name, ARCH below), general.type
- * "model", general.name, general.file_type (and general.quantization_version
- * 2 when quantized), ARCH.block_count, context_length, embedding_length,
+ * "model", general.name ("synthetic SHAPE TYPE (random weights)", with
+ * "phi3" written "phi 3": llama.cpp looks up Phi-3's own special tokens in
+ * any model whose name holds "phi3" or "phi-3", and fails on another
+ * tokenizer), general.file_type (and general.quantization_version 2 when
+ * quantized), ARCH.block_count, context_length, embedding_length,
  * feed_forward_length, attention.head_count, attention.head_count_kv,
  * attention.layer_norm_rms_epsilon (F32), rope.freq_base (F32); the tensors
  * token_embd, output_norm and output (absent when tied: the output shares
