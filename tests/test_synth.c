@@ -5,7 +5,8 @@
  * magnitude and a working tokenizer; vocabularies are cut (merges stay
  * consistent) or padded (names stay unique); the same seed gives the same
  * bytes whatever the thread count; failures leave no file; the command
- * rejects bad arguments with one line.
+ * rejects bad arguments with one line; each family's file has exactly
+ * the keys and tensors llama.cpp's conventions give it.
  *
  * Tests that need the default model's vocabulary skip without it; the rest
  * build a small vocabulary with the gguf writer.
@@ -316,6 +317,42 @@ TEST(synth_shape_table) {
     CHECK(synth_shape_params(tl) > 1100000000 && synth_shape_params(tl) < 1101000000);
     CHECK(synth_shape_params(l8) > 8030000000 && synth_shape_params(l8) < 8031000000);
     for (size_t i = 0; i < n; i++) CHECK(synth_shape_find(s[i].name) == &s[i]);
+    /* the other families and the llama 3 rope scaling */
+    const struct synth_shape *q05 = synth_shape_find("qwen2.5-0.5b"), *g270 = synth_shape_find("gemma3-270m");
+    const struct synth_shape *g1 = synth_shape_find("gemma3-1b"), *phi = synth_shape_find("phi3-mini-4k");
+    const struct synth_shape *l31 = synth_shape_find("llama-3.1-8b"), *mis = synth_shape_find("mistral-7b");
+    REQUIRE(q05 && g270 && g1 && phi && l31 && mis && synth_shape_find("qwen2.5-1.5b"));
+    CHECK(q05->family == SYNTH_FAMILY_QWEN2 && q05->n_embd == 896 && q05->n_head == 14 && q05->n_head_kv == 2);
+    CHECK(q05->tied_output && q05->n_vocab == 151936 && q05->rope_base == 1e6f && q05->rms_eps == 1e-6f);
+    CHECK(g270->family == SYNTH_FAMILY_GEMMA3 && synth_shape_head_dim(g270) == 256 && g270->n_embd == 640);
+    CHECK(g270->sliding_window == 512 && g270->rope_base == 1e6f && g270->rope_base_swa == 10000.0f);
+    CHECK(g1->n_layer == 26 && g1->n_embd == 1152 && g1->n_ff == 6912 && g1->n_head_kv == 1);
+    CHECK(phi->family == SYNTH_FAMILY_PHI3 && synth_shape_head_dim(phi) == 96 && phi->sliding_window == 2047);
+    CHECK(phi->n_vocab == 32064 && !phi->tied_output && phi->n_ctx == 4096);
+    CHECK(l1->rope_llama3.factor == 32.0f && l1->head_dim == 64 && l1->n_ctx == 131072);
+    CHECK(l31->rope_llama3.factor == 8.0f && l31->rope_llama3.orig_ctx == 8192 && l8->rope_llama3.factor == 0);
+    CHECK(l31->rope_llama3.low_freq_factor == 1.0f && l31->rope_llama3.high_freq_factor == 4.0f);
+    CHECK(mis->family == SYNTH_FAMILY_LLAMA && mis->n_vocab == 32768 && mis->rope_base == 1e6f);
+    CHECK(synth_shape_params(q05) > 494000000 && synth_shape_params(q05) < 494100000);
+    CHECK(synth_shape_params(g270) > 268000000 && synth_shape_params(g270) < 268200000);
+    CHECK(synth_shape_params(phi) > 3821000000 && synth_shape_params(phi) < 3822000000);
+    CHECK(synth_shape_params(mis) > 7248000000 && synth_shape_params(mis) < 7249000000);
+    CHECK(synth_shape_params(l1) > 1235800000 && synth_shape_params(l1) < 1235900000);
+    /* test shapes: SmolLM2's vocabulary, grouped-query attention */
+    static const char *const tiny[] = {"tiny-llama", "tiny-llama3", "tiny-qwen2", "tiny-gemma3", "tiny-phi3"};
+    for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++) {
+        const struct synth_shape *t = synth_shape_find(tiny[i]);
+        REQUIRE(t);
+        CHECK(t->n_vocab == 49152 && t->n_head_kv < t->n_head && t->n_embd <= 256);
+    }
+    CHECK(synth_shape_find("tiny-gemma3")->sliding_window <= 16);
+    CHECK_STR(synth_family_name(SYNTH_FAMILY_GEMMA3), "gemma3");
+    CHECK(synth_family_name(SYNTH_FAMILY_COUNT) == NULL && synth_family_name(-1) == NULL);
+    /* gemma3's layer pattern: five sliding layers, then a global one */
+    int sliding = 0;
+    for (int il = 0; il < 26; il++) sliding += synth_layer_is_sliding(g1, il);
+    CHECK(sliding == 22 && !synth_layer_is_sliding(g1, 5) && !synth_layer_is_sliding(g1, 11) &&
+          synth_layer_is_sliding(g1, 0) && synth_layer_is_sliding(g1, 6) && !synth_layer_is_sliding(l1, 0));
 }
 
 TEST(synth_types_follow_llama_cpp) {
@@ -406,6 +443,240 @@ TEST(synth_smollm2_loads_in_each_type) {
         check_smollm2_file(path, fx.vocab, types[i]);
         remove(path);
     }
+    fixture_done(&fx);
+}
+
+/* ---- families ----------------------------------------------------------------- */
+
+/* One key ARCH.SUFFIX the file must have (u32 or f32 value) or lack. */
+struct want_key {
+    const char *suffix;
+    char kind; /* 'u', 'f', or '-' (absent) */
+    double v;
+};
+
+static void check_keys(const struct gguf *g, const char *arch, const struct want_key *keys, size_t n,
+                       const char *shape) {
+    for (size_t i = 0; i < n; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", arch, keys[i].suffix);
+        uint32_t u = 0;
+        float f = 0;
+        if (keys[i].kind == '-') CHECK_MSG(gguf_find_key(g, key) < 0, "%s: %s should be absent", shape, key);
+        else if (keys[i].kind == 'u')
+            CHECK_MSG(gguf_get_u32(g, key, &u, NULL) == KVIK_OK && u == (uint32_t)keys[i].v, "%s: %s = %u, want %g",
+                      shape, key, u, keys[i].v);
+        else
+            CHECK_MSG(gguf_get_f32(g, key, &f, NULL) == KVIK_OK && f == (float)keys[i].v, "%s: %s = %g, want %g",
+                      shape, key, (double)f, keys[i].v);
+    }
+}
+
+/* The tensor `name` exists with [cols] (rows 0: 1-D, F32) or [cols, rows]
+ * of type `type`; returns it, or NULL with a failure. */
+static const struct gguf_tensor *want_tensor(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
+                                             int type, const char *shape) {
+    int64_t i = gguf_find_tensor(g, name);
+    const struct gguf_tensor *t = i >= 0 ? gguf_tensor(g, i) : NULL;
+    bool ok = t && t->ne[0] == cols && (rows ? t->n_dims == 2 && t->ne[1] == rows && t->type == type
+                                             : t->n_dims == 1 && t->type == TENSOR_TYPE_F32);
+    CHECK_MSG(ok, "%s: tensor %s missing or not [%lld, %lld] %s", shape, name, (long long)cols, (long long)rows,
+              rows ? tensor_type_name(type) : "F32");
+    return ok ? t : NULL;
+}
+
+/* The llama3 factors, computed in double from the formula of synth.h. */
+static double llama3_factor(const struct synth_shape *s, int i) {
+    const struct synth_llama3_rope *r = &s->rope_llama3;
+    int dim = synth_shape_head_dim(s);
+    double freq = pow(s->rope_base, -2.0 * i / dim), wavelen = 2 * M_PI / freq;
+    if (wavelen < r->orig_ctx / r->high_freq_factor) return 1.0;
+    if (wavelen > r->orig_ctx / r->low_freq_factor) return r->factor;
+    double smooth = (r->orig_ctx / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+    return 1.0 / ((1.0 - smooth) / r->factor + smooth);
+}
+
+/* A Q8_0 file of shape s: its keys, every tensor (and no other), the
+ * biases' and rope factors' values. */
+static void check_family_file(const char *path, const struct synth_shape *s) {
+    struct gguf *g = NULL;
+    struct kvik_err err = {0};
+    if (gguf_open(path, &g, &err)) {
+        test_fail(__FILE__, __LINE__, "%s: %s", s->name, err.msg);
+        return;
+    }
+    const char *arch = synth_family_name(s->family);
+    struct gguf_str a = {0};
+    CHECK(gguf_get_str(g, "general.architecture", &a, NULL) == KVIK_OK && a.len == strlen(arch) &&
+          !memcmp(a.ptr, arch, a.len));
+    struct gguf_str gn = {0};
+    char gname[160] = "";
+    if (gguf_get_str(g, "general.name", &gn, NULL) == KVIK_OK)
+        snprintf(gname, sizeof gname, "%.*s", (int)gn.len, gn.ptr);
+    CHECK_MSG(strstr(gname, "synthetic ") == gname && !strstr(gname, "phi3") && !strstr(gname, "phi-3"),
+              "%s: general.name '%s'", s->name, gname); /* llama.cpp's Phi-3 token rule (synth.h) */
+    int fam = s->family, hd = synth_shape_head_dim(s);
+    bool llama = fam == SYNTH_FAMILY_LLAMA, gemma = fam == SYNTH_FAMILY_GEMMA3, phi = fam == SYNTH_FAMILY_PHI3;
+    const struct want_key keys[] = {
+        {"block_count", 'u', s->n_layer},
+        {"context_length", 'u', s->n_ctx},
+        {"embedding_length", 'u', s->n_embd},
+        {"feed_forward_length", 'u', s->n_ff},
+        {"attention.head_count", 'u', s->n_head},
+        {"attention.head_count_kv", 'u', s->n_head_kv},
+        {"attention.layer_norm_rms_epsilon", 'f', s->rms_eps},
+        {"rope.freq_base", 'f', s->rope_base},
+        {"rope.freq_base_swa", gemma ? 'f' : '-', s->rope_base_swa},
+        {"attention.key_length", s->head_dim || gemma ? 'u' : '-', hd},
+        {"attention.value_length", s->head_dim || gemma ? 'u' : '-', hd},
+        {"attention.sliding_window", gemma || phi ? 'u' : '-', s->sliding_window},
+        {"attention.sliding_window_pattern", '-', 0},
+        {"rope.dimension_count", llama || phi ? 'u' : '-', hd},
+        {"rope.scaling.original_context_length", phi ? 'u' : '-', s->n_ctx},
+        {"rope.scaling.type", '-', 0},
+        {"vocab_size", llama ? 'u' : '-', s->n_vocab},
+    };
+    check_keys(g, arch, keys, sizeof keys / sizeof *keys, s->name);
+    int64_t e = s->n_embd, ff = s->n_ff, q = (int64_t)hd * s->n_head, kv = (int64_t)hd * s->n_head_kv;
+    int qt = TENSOR_TYPE_Q8_0;
+    int64_t n_want = 2 + !s->tied_output + (s->rope_llama3.factor > 0);
+    want_tensor(g, "token_embd.weight", e, s->n_vocab, qt, s->name);
+    want_tensor(g, "output_norm.weight", e, 0, 0, s->name);
+    if (!s->tied_output) want_tensor(g, "output.weight", e, s->n_vocab, qt, s->name);
+    CHECK_EQ_INT(gguf_find_tensor(g, "output.weight") < 0, s->tied_output);
+    double bias_sq = 0;
+    int64_t bias_n = 0;
+    for (int l = 0; l < s->n_layer; l++) {
+        struct {
+            const char *name;
+            int64_t cols, rows;
+            bool present;
+        } ts[] = {
+            {"attn_norm.weight", e, 0, true},
+            {"attn_q.weight", e, q, !phi},
+            {"attn_k.weight", e, kv, !phi},
+            {"attn_v.weight", e, kv, !phi},
+            {"attn_qkv.weight", e, q + 2 * kv, phi},
+            {"attn_q.bias", q, 0, fam == SYNTH_FAMILY_QWEN2},
+            {"attn_k.bias", kv, 0, fam == SYNTH_FAMILY_QWEN2},
+            {"attn_v.bias", kv, 0, fam == SYNTH_FAMILY_QWEN2},
+            {"attn_q_norm.weight", hd, 0, gemma},
+            {"attn_k_norm.weight", hd, 0, gemma},
+            {"attn_output.weight", q, e, true},
+            {"post_attention_norm.weight", e, 0, gemma},
+            {"ffn_norm.weight", e, 0, true},
+            {"ffn_gate.weight", e, ff, !phi},
+            {"ffn_up.weight", e, phi ? 2 * ff : ff, true},
+            {"ffn_down.weight", ff, e, true},
+            {"post_ffw_norm.weight", e, 0, gemma},
+        };
+        for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s", l, ts[i].name);
+            if (!ts[i].present) {
+                CHECK_MSG(gguf_find_tensor(g, name) < 0, "%s: %s should be absent", s->name, name);
+                continue;
+            }
+            n_want++;
+            const struct gguf_tensor *t = want_tensor(g, name, ts[i].cols, ts[i].rows, qt, s->name);
+            if (t && strstr(name, ".bias")) {
+                for (int64_t k = 0; k < t->ne[0]; k++) {
+                    float v;
+                    memcpy(&v, (const float *)t->data + k, sizeof v);
+                    bias_sq += (double)v * v;
+                    bias_n++;
+                    CHECK(fabsf(v) <= 0.5f);
+                }
+            }
+        }
+    }
+    if (bias_n) CHECK(sqrt(bias_sq / (double)bias_n) > 0.2); /* uniform in [-0.5, 0.5]: 0.29 */
+    if (s->rope_llama3.factor > 0) {
+        const struct gguf_tensor *t = want_tensor(g, "rope_freqs.weight", hd / 2, 0, 0, s->name);
+        CHECK(gguf_find_tensor(g, "rope_freqs.weight") == 0); /* first, as the converter writes it */
+        int bad = 0, scaled = 0;
+        for (int i = 0; t && i < hd / 2; i++) {
+            float v;
+            memcpy(&v, (const float *)t->data + i, sizeof v);
+            double want = llama3_factor(s, i);
+            bad += fabs(v - want) > 1e-5 * want;
+            scaled += v > 1.0f;
+        }
+        CHECK_MSG(bad == 0, "%s: %d rope factors off the formula", s->name, bad);
+        CHECK(scaled > 0 && scaled < hd / 2);
+    } else {
+        CHECK(gguf_find_tensor(g, "rope_freqs.weight") < 0);
+    }
+    CHECK_EQ_INT(gguf_n_tensors(g), n_want);
+    gguf_close(g);
+}
+
+TEST(synth_families_follow_llama_cpp_conventions) {
+    struct fixture fx;
+    char path[160], again[160];
+    REQUIRE(fixture_init(&fx, 0));
+    static const char *const names[] = {"tiny-llama", "tiny-llama3", "tiny-qwen2", "tiny-gemma3", "tiny-phi3",
+                                        "llama-3.2-1b"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        struct synth_shape s = *synth_shape_find(names[i]);
+        s.n_vocab = SMALL_VOCAB; /* the small vocabulary, unpadded */
+        if (s.n_embd > 256) s.n_layer = 1, s.n_embd = 256, s.n_ff = 512, s.n_head = 4, s.n_head_kv = 2;
+        struct synth_params p = {.shape = &s, .type = TENSOR_TYPE_Q8_0, .seed = 9, .vocab_path = fx.vocab,
+                                 .n_threads = 1};
+        struct synth_info info;
+        if (!fixture_synth(&fx, "family.gguf", &p, path, &info)) continue;
+        CHECK_EQ_INT(info.n_params, synth_shape_params(&s));
+        check_family_file(path, &s);
+        /* the same bytes on another thread count */
+        p.n_threads = 2;
+        if (fixture_synth(&fx, "family2.gguf", &p, again, &info)) {
+            size_t na = 0, nb = 0;
+            uint8_t *da = slurp(path, &na), *db = slurp(again, &nb);
+            CHECK_MSG(da && db && na == nb && !memcmp(da, db, na), "%s: not deterministic", names[i]);
+            free(da), free(db);
+            remove(again);
+        }
+        /* llama files load in kvik with the shape's numbers */
+        struct model *m = NULL;
+        struct kvik_err err = {0};
+        if (s.family == SYNTH_FAMILY_LLAMA) {
+            CHECK_MSG(model_load(path, &m, &err) == KVIK_OK, "%s: %s", names[i], err.msg);
+            if (m) CHECK(m->hp.head_dim == synth_shape_head_dim(&s) && m->hp.n_ctx_train == s.n_ctx);
+            model_free(m);
+        }
+        remove(path);
+    }
+    fixture_done(&fx);
+}
+
+TEST(synth_family_shape_checks) {
+    struct fixture fx;
+    char path[160];
+    REQUIRE(fixture_init(&fx, 0));
+    fixture_path(&fx, "bad.gguf", path, sizeof path);
+    struct kvik_err err = {0};
+    struct synth_shape s = *synth_shape_find("tiny-qwen2");
+    s.n_vocab = SMALL_VOCAB;
+    struct synth_params p = {.shape = &s, .type = TENSOR_TYPE_F16, .vocab_path = fx.vocab, .n_threads = 1};
+    s.head_dim = 64; /* qwen2 has no key for a head size other than n_embd / n_head */
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s.head_dim = 0;
+    s.rope_llama3.factor = 8; /* llama3 rope factors belong to the llama family */
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s = *synth_shape_find("tiny-gemma3");
+    s.n_vocab = SMALL_VOCAB;
+    s.tied_output = false; /* gemma3 is always tied */
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s.tied_output = true;
+    s.sliding_window = 0;
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s = *synth_shape_find("tiny-llama3");
+    s.n_vocab = SMALL_VOCAB;
+    s.rope_llama3.high_freq_factor = s.rope_llama3.low_freq_factor;
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s.family = SYNTH_FAMILY_COUNT;
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    CHECK(!file_exists(path));
     fixture_done(&fx);
 }
 

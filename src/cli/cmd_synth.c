@@ -2,9 +2,10 @@
  * cmd_synth.c — `kvik synth`: writes a random-weight GGUF of a real model's
  * shape in a chosen weight type, with a real tokenizer copied from another
  * GGUF (model/synth.h), so benchmarks can use realistic sizes without
- * downloads. Progress goes to stderr for files over 256 MB, then one line
- * saying what was written. Ctrl-C or SIGTERM removes the FILE.tmp being
- * written.
+ * downloads, and tests compare implementations on one file of any family
+ * (llama, qwen2, gemma3, phi3). Progress goes to stderr for files over
+ * 256 MB, then one line saying what was written. Ctrl-C or SIGTERM removes
+ * the FILE.tmp being written.
  */
 #include <errno.h>
 #include <signal.h>
@@ -31,20 +32,30 @@ static void usage(FILE *f) {
             "  --seed N       weights seed (default 1); the same seed gives the same file\n"
             "  -t N           threads (default: all CPUs)\n"
             "  --list         print the shapes\n"
-            "Weights are random (finite, trained-model magnitudes): for speed measurements only.\n"
-            "llama-3.2 shapes leave out llama3 rope-frequency scaling and write context_length 8192.\n");
+            "Weights are random (finite, trained-model magnitudes): for speed measurements, and for\n"
+            "comparing implementations on the same file. Each shape follows its family's GGUF\n"
+            "conventions (llama, qwen2, gemma3, phi3) as llama.cpp writes and loads them.\n");
 }
 
 static void list_shapes(void) {
     size_t n;
     const struct synth_shape *s = synth_shapes(&n);
-    printf("%-16s %6s %6s %6s %5s %4s %7s %7s %8s %5s %8s  %s\n", "shape", "layers", "embd", "ff", "heads",
-           "kv", "vocab", "ctx", "rope", "tied", "params", "model");
+    printf("%-14s %-6s %6s %5s %6s %5s %4s %4s %7s %7s %8s %5s %8s  %s\n", "shape", "family", "layers", "embd",
+           "ff", "heads", "kv", "head", "vocab", "ctx", "rope", "tied", "params", "model");
     for (size_t i = 0; i < n; i++) {
-        printf("%-16s %6d %6d %6d %5d %4d %7d %7d %8.0f %5s %7.2fB  %s%s%s%s\n", s[i].name, s[i].n_layer,
-               s[i].n_embd, s[i].n_ff, s[i].n_head, s[i].n_head_kv, s[i].n_vocab, s[i].n_ctx, s[i].rope_base,
-               s[i].tied_output ? "yes" : "no", (double)synth_shape_params(&s[i]) / 1e9, s[i].model,
-               s[i].note ? " (" : "", s[i].note ? s[i].note : "", s[i].note ? ")" : "");
+        double params = (double)synth_shape_params(&s[i]);
+        char extra[96] = "";
+        if (s[i].rope_llama3.factor > 0)
+            snprintf(extra, sizeof extra, ", llama3 rope factor %g", (double)s[i].rope_llama3.factor);
+        else if (s[i].family == SYNTH_FAMILY_GEMMA3)
+            snprintf(extra, sizeof extra, ", window %d, sliding rope %g", s[i].sliding_window,
+                     (double)s[i].rope_base_swa);
+        printf("%-14s %-6s %6d %5d %6d %5d %4d %4d %7d %7d %8.0f %5s %7.2f%c  %s%s%s%s%s\n", s[i].name,
+               synth_family_name(s[i].family), s[i].n_layer, s[i].n_embd, s[i].n_ff, s[i].n_head, s[i].n_head_kv,
+               synth_shape_head_dim(&s[i]), s[i].n_vocab, s[i].n_ctx, (double)s[i].rope_base,
+               s[i].tied_output ? "yes" : "no", params >= 1e9 ? params / 1e9 : params / 1e6,
+               params >= 1e9 ? 'B' : 'M', s[i].model, extra, s[i].note ? " (" : "", s[i].note ? s[i].note : "",
+               s[i].note ? ")" : "");
     }
 }
 

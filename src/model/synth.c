@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "gguf/gguf.h"
@@ -20,19 +21,86 @@
 /* ---- shapes ----------------------------------------------------------------- */
 
 /* From each model's published config.json. */
+#define LLAMA3_ROPE(f) {.factor = (f), .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .orig_ctx = 8192}
+#define LLAMA SYNTH_FAMILY_LLAMA
+#define QWEN2 SYNTH_FAMILY_QWEN2
+#define GEMMA3 SYNTH_FAMILY_GEMMA3
+#define PHI3 SYNTH_FAMILY_PHI3
 static const struct synth_shape k_shapes[] = {
-    {"smollm2-135m", "SmolLM2-135M", 30, 576, 1536, 9, 3, 49152, 8192, 100000.0f, 1e-5f, true, NULL},
-    {"smollm2-360m", "SmolLM2-360M", 32, 960, 2560, 15, 5, 49152, 8192, 100000.0f, 1e-5f, true, NULL},
-    {"smollm2-1.7b", "SmolLM2-1.7B", 24, 2048, 8192, 32, 32, 49152, 8192, 130000.0f, 1e-5f, true, NULL},
-    {"tinyllama-1.1b", "TinyLlama-1.1B v1.0", 22, 2048, 5632, 32, 4, 32000, 2048, 10000.0f, 1e-5f, false,
-     NULL},
-    {"llama-3.2-1b", "Llama-3.2-1B", 16, 2048, 8192, 32, 8, 128256, 8192, 500000.0f, 1e-5f, true,
-     "no llama3 rope-frequency scaling; context_length 8192, not 131072"},
-    {"llama-3.2-3b", "Llama-3.2-3B", 28, 3072, 8192, 24, 8, 128256, 8192, 500000.0f, 1e-5f, true,
-     "no llama3 rope-frequency scaling; context_length 8192, not 131072"},
-    {"llama-2-7b", "Llama-2-7B", 32, 4096, 11008, 32, 32, 32000, 4096, 10000.0f, 1e-5f, false, NULL},
-    {"llama-3-8b", "Meta-Llama-3-8B", 32, 4096, 14336, 32, 8, 128256, 8192, 500000.0f, 1e-5f, false, NULL},
+    {.name = "smollm2-135m", .model = "SmolLM2-135M", .family = LLAMA, .n_layer = 30, .n_embd = 576, .n_ff = 1536,
+     .n_head = 9, .n_head_kv = 3, .n_vocab = 49152, .n_ctx = 8192, .rope_base = 100000.0f, .rms_eps = 1e-5f,
+     .tied_output = true},
+    {.name = "smollm2-360m", .model = "SmolLM2-360M", .family = LLAMA, .n_layer = 32, .n_embd = 960, .n_ff = 2560,
+     .n_head = 15, .n_head_kv = 5, .n_vocab = 49152, .n_ctx = 8192, .rope_base = 100000.0f, .rms_eps = 1e-5f,
+     .tied_output = true},
+    {.name = "smollm2-1.7b", .model = "SmolLM2-1.7B", .family = LLAMA, .n_layer = 24, .n_embd = 2048, .n_ff = 8192,
+     .n_head = 32, .n_head_kv = 32, .n_vocab = 49152, .n_ctx = 8192, .rope_base = 130000.0f, .rms_eps = 1e-5f,
+     .tied_output = true},
+    {.name = "tinyllama-1.1b", .model = "TinyLlama-1.1B v1.0", .family = LLAMA, .n_layer = 22, .n_embd = 2048,
+     .n_ff = 5632, .n_head = 32, .n_head_kv = 4, .n_vocab = 32000, .n_ctx = 2048, .rope_base = 10000.0f,
+     .rms_eps = 1e-5f},
+    {.name = "llama-3.2-1b", .model = "Llama-3.2-1B", .family = LLAMA, .n_layer = 16, .n_embd = 2048, .n_ff = 8192,
+     .n_head = 32, .n_head_kv = 8, .head_dim = 64, .n_vocab = 128256, .n_ctx = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .tied_output = true, .rope_llama3 = LLAMA3_ROPE(32.0f)},
+    {.name = "llama-3.2-3b", .model = "Llama-3.2-3B", .family = LLAMA, .n_layer = 28, .n_embd = 3072, .n_ff = 8192,
+     .n_head = 24, .n_head_kv = 8, .head_dim = 128, .n_vocab = 128256, .n_ctx = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .tied_output = true, .rope_llama3 = LLAMA3_ROPE(32.0f)},
+    {.name = "llama-2-7b", .model = "Llama-2-7B", .family = LLAMA, .n_layer = 32, .n_embd = 4096, .n_ff = 11008,
+     .n_head = 32, .n_head_kv = 32, .n_vocab = 32000, .n_ctx = 4096, .rope_base = 10000.0f, .rms_eps = 1e-5f},
+    {.name = "llama-3-8b", .model = "Meta-Llama-3-8B", .family = LLAMA, .n_layer = 32, .n_embd = 4096,
+     .n_ff = 14336, .n_head = 32, .n_head_kv = 8, .n_vocab = 128256, .n_ctx = 8192, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f},
+    {.name = "llama-3.1-8b", .model = "Llama-3.1-8B", .family = LLAMA, .n_layer = 32, .n_embd = 4096,
+     .n_ff = 14336, .n_head = 32, .n_head_kv = 8, .n_vocab = 128256, .n_ctx = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .rope_llama3 = LLAMA3_ROPE(8.0f)},
+    {.name = "mistral-7b", .model = "Mistral-7B-v0.3", .family = LLAMA, .n_layer = 32, .n_embd = 4096,
+     .n_ff = 14336, .n_head = 32, .n_head_kv = 8, .n_vocab = 32768, .n_ctx = 32768, .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f},
+    {.name = "qwen2.5-0.5b", .model = "Qwen2.5-0.5B", .family = QWEN2, .n_layer = 24, .n_embd = 896, .n_ff = 4864,
+     .n_head = 14, .n_head_kv = 2, .n_vocab = 151936, .n_ctx = 32768, .rope_base = 1000000.0f, .rms_eps = 1e-6f,
+     .tied_output = true},
+    {.name = "qwen2.5-1.5b", .model = "Qwen2.5-1.5B", .family = QWEN2, .n_layer = 28, .n_embd = 1536,
+     .n_ff = 8960, .n_head = 12, .n_head_kv = 2, .n_vocab = 151936, .n_ctx = 131072, .rope_base = 1000000.0f,
+     .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "gemma3-270m", .model = "gemma-3-270m", .family = GEMMA3, .n_layer = 18, .n_embd = 640, .n_ff = 2048,
+     .n_head = 4, .n_head_kv = 1, .head_dim = 256, .n_vocab = 262144, .n_ctx = 32768, .rope_base = 1000000.0f,
+     .rope_base_swa = 10000.0f, .sliding_window = 512, .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "gemma3-1b", .model = "gemma-3-1b", .family = GEMMA3, .n_layer = 26, .n_embd = 1152, .n_ff = 6912,
+     .n_head = 4, .n_head_kv = 1, .head_dim = 256, .n_vocab = 262144, .n_ctx = 32768, .rope_base = 1000000.0f,
+     .rope_base_swa = 10000.0f, .sliding_window = 512, .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "phi3-mini-4k", .model = "Phi-3-mini-4k", .family = PHI3, .n_layer = 32, .n_embd = 3072, .n_ff = 8192,
+     .n_head = 32, .n_head_kv = 32, .n_vocab = 32064, .n_ctx = 4096, .rope_base = 10000.0f,
+     .sliding_window = 2047, .rms_eps = 1e-5f},
+    /* Test shapes: a few layers, SmolLM2's vocabulary, grouped-query attention;
+     * tiny-gemma3 has 6 layers, so that one (layer 5) attends globally. */
+    {.name = "tiny-llama", .model = "test (llama)", .family = LLAMA, .n_layer = 2, .n_embd = 128, .n_ff = 384,
+     .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 2048, .rope_base = 10000.0f, .rms_eps = 1e-5f,
+     .tied_output = true},
+    {.name = "tiny-llama3", .model = "test (llama 3)", .family = LLAMA, .n_layer = 3, .n_embd = 128, .n_ff = 384,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 32, .n_vocab = 49152, .n_ctx = 131072, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f, .tied_output = true,
+     .rope_llama3 = {.factor = 32.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .orig_ctx = 64},
+     .note = "llama3 rope factors for an original context of 64, not 8192, so they matter within 64 tokens"},
+    {.name = "tiny-qwen2", .model = "test (qwen2)", .family = QWEN2, .n_layer = 2, .n_embd = 128, .n_ff = 384,
+     .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 32768, .rope_base = 1000000.0f, .rms_eps = 1e-6f,
+     .tied_output = true},
+    {.name = "tiny-gemma3", .model = "test (gemma3)", .family = GEMMA3, .n_layer = 6, .n_embd = 128, .n_ff = 256,
+     .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_vocab = 49152, .n_ctx = 32768, .rope_base = 1000000.0f,
+     .rope_base_swa = 10000.0f, .sliding_window = 16, .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "tiny-phi3", .model = "test (phi3)", .family = PHI3, .n_layer = 2, .n_embd = 128, .n_ff = 256,
+     .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 4096, .rope_base = 10000.0f, .sliding_window = 2047,
+     .rms_eps = 1e-5f},
 };
+#undef LLAMA
+#undef QWEN2
+#undef GEMMA3
+#undef PHI3
+
+static const char *const k_family_names[SYNTH_FAMILY_COUNT] = {"llama", "qwen2", "gemma3", "phi3"};
+
+const char *synth_family_name(int family) {
+    return family >= 0 && family < SYNTH_FAMILY_COUNT ? k_family_names[family] : NULL;
+}
 
 const struct synth_shape *synth_shapes(size_t *n) {
     *n = sizeof k_shapes / sizeof k_shapes[0];
@@ -45,20 +113,68 @@ const struct synth_shape *synth_shape_find(const char *name) {
     return NULL;
 }
 
+int synth_shape_head_dim(const struct synth_shape *s) {
+    return s->head_dim ? s->head_dim : s->n_embd / s->n_head;
+}
+
+bool synth_layer_is_sliding(const struct synth_shape *s, int il) {
+    return s->family == SYNTH_FAMILY_GEMMA3 && il % 6 != 5;
+}
+
+/* Each step in float32, as the converter's torch code runs it (x / t there
+ * is a reciprocal times x). */
+void synth_llama3_rope_factors(const struct synth_shape *s, float *out) {
+    const struct synth_llama3_rope *r = &s->rope_llama3;
+    int dim = synth_shape_head_dim(s);
+    const float two_pi = 6.28318530717958647692f;
+    float lo_wavelen = (float)r->orig_ctx / r->low_freq_factor, hi_wavelen = (float)r->orig_ctx / r->high_freq_factor;
+    for (int i = 0; i < dim / 2; i++) {
+        float freq = 1.0f / powf(s->rope_base, (float)(2 * i) / (float)dim);
+        float wavelen = (1.0f / freq) * two_pi;
+        if (wavelen < hi_wavelen) out[i] = 1.0f;
+        else if (wavelen > lo_wavelen) out[i] = r->factor;
+        else {
+            float smooth = ((1.0f / wavelen) * (float)r->orig_ctx - r->low_freq_factor) /
+                           (r->high_freq_factor - r->low_freq_factor);
+            out[i] = 1.0f / ((1.0f - smooth) / r->factor + smooth);
+        }
+    }
+}
+
 uint64_t synth_shape_params(const struct synth_shape *s) {
-    uint64_t embd = (uint64_t)s->n_embd, head_dim = embd / (uint64_t)s->n_head;
-    uint64_t q = head_dim * (uint64_t)s->n_head, kv = head_dim * (uint64_t)s->n_head_kv;
-    uint64_t layer = embd * (q + 2 * kv) + q * embd + 3 * embd * (uint64_t)s->n_ff + 2 * embd;
-    return (uint64_t)s->n_vocab * embd * (s->tied_output ? 1 : 2) + (uint64_t)s->n_layer * layer + embd;
+    uint64_t embd = (uint64_t)s->n_embd, hd = (uint64_t)synth_shape_head_dim(s), ff = (uint64_t)s->n_ff;
+    uint64_t q = hd * (uint64_t)s->n_head, kv = hd * (uint64_t)s->n_head_kv;
+    uint64_t layer = embd * (q + 2 * kv) + q * embd + 3 * embd * ff + 2 * embd;
+    if (s->family == SYNTH_FAMILY_QWEN2) layer += q + 2 * kv;                /* biases */
+    if (s->family == SYNTH_FAMILY_GEMMA3) layer += 2 * hd + 2 * embd;        /* q/k and post norms */
+    uint64_t extra = s->rope_llama3.factor > 0 ? hd / 2 : 0;
+    return (uint64_t)s->n_vocab * embd * (s->tied_output ? 1 : 2) + (uint64_t)s->n_layer * layer + embd + extra;
 }
 
 /* The shape's numbers are ones both loaders accept. */
 static bool shape_ok(const struct synth_shape *s) {
-    return s && s->name && s->n_layer >= 1 && s->n_layer <= 1024 && s->n_embd >= 1 &&
-           s->n_embd <= 65536 && s->n_ff >= 1 && s->n_ff <= 1 << 20 && s->n_head >= 1 &&
-           s->n_embd % s->n_head == 0 && (s->n_embd / s->n_head) % 2 == 0 && s->n_head_kv >= 1 &&
-           s->n_head % s->n_head_kv == 0 && s->n_vocab >= 1 && s->n_vocab <= INT32_MAX / 2 &&
-           s->n_ctx >= 1 && s->rope_base > 0.0f && s->rms_eps > 0.0f && s->rms_eps < 1.0f;
+    if (!s || !s->name || s->family < 0 || s->family >= SYNTH_FAMILY_COUNT || s->n_layer < 1 ||
+        s->n_layer > 1024 || s->n_embd < 1 || s->n_embd > 65536 || s->n_ff < 1 || s->n_ff > 1 << 20 ||
+        s->n_head < 1 || s->n_head > 1024 || s->n_head_kv < 1 || s->n_head % s->n_head_kv != 0 ||
+        s->n_vocab < 1 || s->n_vocab > INT32_MAX / 2 || s->n_ctx < 1 || !(s->rope_base > 0.0f) ||
+        !(s->rms_eps > 0.0f && s->rms_eps < 1.0f) || s->head_dim < 0 || s->head_dim > 4096)
+        return false;
+    if (!s->head_dim && s->n_embd % s->n_head != 0) return false;
+    int hd = synth_shape_head_dim(s);
+    if (hd < 2 || hd % 2) return false;
+    /* qwen2 and phi3 have no key for another head size (q is n_embd wide) */
+    if ((s->family == SYNTH_FAMILY_QWEN2 || s->family == SYNTH_FAMILY_PHI3) && hd * s->n_head != s->n_embd)
+        return false;
+    if (s->family == SYNTH_FAMILY_GEMMA3 &&
+        (!s->tied_output || s->sliding_window < 1 || !(s->rope_base_swa > 0.0f)))
+        return false;
+    if (s->family == SYNTH_FAMILY_PHI3 && s->sliding_window < 0) return false;
+    const struct synth_llama3_rope *r = &s->rope_llama3;
+    if (r->factor != 0.0f &&
+        (s->family != SYNTH_FAMILY_LLAMA || !(r->factor > 0.0f) || !(r->low_freq_factor > 0.0f) ||
+         !(r->high_freq_factor > r->low_freq_factor) || r->orig_ctx < 1))
+        return false;
+    return true;
 }
 
 /* ---- types ------------------------------------------------------------------ */
@@ -316,14 +432,22 @@ static kvik_status copy_tokenizer(struct gguf_writer *w, const struct gguf *src,
 
 /* ---- weights ---------------------------------------------------------------- */
 
+/* What a tensor holds. */
+enum fill_kind {
+    FILL_MATRIX, /* weights of RMS 1/sqrt(cols) */
+    FILL_NORM,   /* F32, 1 +- 0.05 */
+    FILL_BIAS,   /* F32, uniform in [-0.5, 0.5] */
+    FILL_ROPE,   /* F32, synth_llama3_rope_factors */
+};
+
 /* One tensor of the file, filled at write time. */
 struct synth_tensor {
     struct synth_run *run;
     int type;
     int64_t cols;      /* ne[0] */
     uint64_t id;       /* its index in the file: part of each row's seed */
-    bool norm;         /* 1 +- 0.05 instead of weights */
-    float scale;       /* multiplies every scale field (quantized) or value (float) */
+    int kind;          /* enum fill_kind */
+    float scale;       /* matrices: multiplies every scale field (quantized) or value (float) */
 };
 
 /* State of one synth_write. */
@@ -354,12 +478,18 @@ static uint64_t mix64(uint64_t x) {
 
 static void fill_row(const struct synth_tensor *t, uint8_t *dst, uint64_t seed, float *tmp) {
     const struct type_traits *tt = tensor_type_traits(t->type);
-    if (t->norm || !tt->is_quantized) { /* float values: uniform in [-1, 1], then scaled */
-        float *v = t->norm ? (float *)dst : tmp;
+    if (t->kind == FILL_ROPE) {
+        synth_llama3_rope_factors(t->run->p->shape, (float *)dst);
+        return;
+    }
+    if (t->kind != FILL_MATRIX || !tt->is_quantized) { /* float values: uniform in [-1, 1], then scaled */
+        bool f32 = t->kind != FILL_MATRIX;
+        float *v = f32 ? (float *)dst : tmp;
         tensor_fill_random(TENSOR_TYPE_F32, v, 1, t->cols, (size_t)t->cols * sizeof(float), TENSOR_FILL_BITS,
                            seed);
-        for (int64_t i = 0; i < t->cols; i++) v[i] = t->norm ? 1.0f + 0.05f * v[i] : v[i] * t->scale;
-        if (!t->norm) tt->from_float(v, dst, t->cols);
+        for (int64_t i = 0; i < t->cols; i++)
+            v[i] = t->kind == FILL_NORM ? 1.0f + 0.05f * v[i] : t->kind == FILL_BIAS ? 0.5f * v[i] : v[i] * t->scale;
+        if (!f32) tt->from_float(v, dst, t->cols);
         return;
     }
     /* random quant bits, then every block scale rescaled */
@@ -421,67 +551,143 @@ static double type_rms(int type) {
 
 /* ---- the file --------------------------------------------------------------- */
 
-/* The file's tensors, in the order llama.cpp's converter writes them. */
+/* The file's tensors: rope factors first (where the converter puts its
+ * generated tensors), then the embeddings, each layer's, the output. */
 struct plan {
     struct synth_tensor *ts;  /* [n] */
     char (*names)[64];        /* [n] */
-    int64_t (*ne)[2];         /* [n] ne[0] = cols (inputs), ne[1] = rows */
+    int64_t (*ne)[2];         /* [n] ne[0] = cols (inputs), ne[1] = rows (1: a 1-D tensor) */
     int64_t n;
 };
 
-static void plan_add(struct plan *pl, const char *name, int layer, int64_t cols, int64_t rows, int type,
-                     bool norm) {
-    if (layer >= 0) snprintf(pl->names[pl->n], 64, "blk.%d.%s.weight", layer, name);
-    else snprintf(pl->names[pl->n], 64, "%s.weight", name);
+/* The most tensors a file of n_layer layers has. */
+static size_t plan_max(int n_layer) { return 4 + 13 * (size_t)n_layer; }
+
+/* Adds "NAME.SUFFIX" (layer < 0) or "blk.LAYER.NAME.SUFFIX". */
+static void plan_add(struct plan *pl, const char *name, const char *suffix, int layer, int64_t cols, int64_t rows,
+                     int type, int kind) {
+    if (layer >= 0) snprintf(pl->names[pl->n], 64, "blk.%d.%s.%s", layer, name, suffix);
+    else snprintf(pl->names[pl->n], 64, "%s.%s", name, suffix);
     pl->ne[pl->n][0] = cols;
     pl->ne[pl->n][1] = rows;
-    pl->ts[pl->n] = (struct synth_tensor){.type = type, .cols = cols, .id = (uint64_t)pl->n, .norm = norm};
+    pl->ts[pl->n] = (struct synth_tensor){.type = type, .cols = cols, .id = (uint64_t)pl->n, .kind = kind};
     pl->n++;
 }
 
-static void plan_tensors(struct plan *pl, const struct synth_shape *s, int type) {
-    int64_t embd = s->n_embd, ff = s->n_ff, q = embd, kv = embd / s->n_head * s->n_head_kv;
-    int t_embd = synth_matrix_type(type, embd, false), t_ff = synth_matrix_type(type, ff, false);
-    plan_add(pl, "token_embd", -1, embd, s->n_vocab, synth_matrix_type(type, embd, s->tied_output), false);
-    for (int l = 0; l < s->n_layer; l++) {
-        plan_add(pl, "attn_norm", l, embd, 1, TENSOR_TYPE_F32, true);
-        plan_add(pl, "attn_q", l, embd, q, t_embd, false);
-        plan_add(pl, "attn_k", l, embd, kv, t_embd, false);
-        plan_add(pl, "attn_v", l, embd, kv, t_embd, false);
-        plan_add(pl, "attn_output", l, q, embd, t_embd, false);
-        plan_add(pl, "ffn_norm", l, embd, 1, TENSOR_TYPE_F32, true);
-        plan_add(pl, "ffn_gate", l, embd, ff, t_embd, false);
-        plan_add(pl, "ffn_up", l, embd, ff, t_embd, false);
-        plan_add(pl, "ffn_down", l, ff, embd, t_ff, false);
-    }
-    plan_add(pl, "output_norm", -1, embd, 1, TENSOR_TYPE_F32, true);
-    if (!s->tied_output) plan_add(pl, "output", -1, embd, s->n_vocab, synth_matrix_type(type, embd, true), false);
+static void plan_matrix(struct plan *pl, const char *name, int layer, int64_t cols, int64_t rows, int type) {
+    plan_add(pl, name, "weight", layer, cols, rows, synth_matrix_type(type, cols, false), FILL_MATRIX);
 }
 
-/* general.* and llama.* keys. */
+static void plan_vector(struct plan *pl, const char *name, const char *suffix, int layer, int64_t n, int kind) {
+    plan_add(pl, name, suffix, layer, n, 1, TENSOR_TYPE_F32, kind);
+}
+
+static void plan_tensors(struct plan *pl, const struct synth_shape *s, int type) {
+    int64_t embd = s->n_embd, ff = s->n_ff, hd = synth_shape_head_dim(s);
+    int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
+    int fam = s->family;
+    if (s->rope_llama3.factor > 0) plan_vector(pl, "rope_freqs", "weight", -1, hd / 2, FILL_ROPE);
+    plan_add(pl, "token_embd", "weight", -1, embd, s->n_vocab, synth_matrix_type(type, embd, s->tied_output),
+             FILL_MATRIX);
+    for (int l = 0; l < s->n_layer; l++) {
+        plan_vector(pl, "attn_norm", "weight", l, embd, FILL_NORM);
+        if (fam == SYNTH_FAMILY_PHI3) {
+            plan_matrix(pl, "attn_qkv", l, embd, q + 2 * kv, type);
+        } else {
+            static const char *const qkv[3] = {"attn_q", "attn_k", "attn_v"};
+            for (int i = 0; i < 3; i++) {
+                plan_matrix(pl, qkv[i], l, embd, i ? kv : q, type);
+                if (fam == SYNTH_FAMILY_QWEN2) plan_vector(pl, qkv[i], "bias", l, i ? kv : q, FILL_BIAS);
+            }
+        }
+        if (fam == SYNTH_FAMILY_GEMMA3) {
+            plan_vector(pl, "attn_q_norm", "weight", l, hd, FILL_NORM);
+            plan_vector(pl, "attn_k_norm", "weight", l, hd, FILL_NORM);
+        }
+        plan_matrix(pl, "attn_output", l, q, embd, type);
+        if (fam == SYNTH_FAMILY_GEMMA3) plan_vector(pl, "post_attention_norm", "weight", l, embd, FILL_NORM);
+        plan_vector(pl, "ffn_norm", "weight", l, embd, FILL_NORM);
+        if (fam == SYNTH_FAMILY_PHI3) {
+            plan_matrix(pl, "ffn_up", l, embd, 2 * ff, type);
+        } else {
+            plan_matrix(pl, "ffn_gate", l, embd, ff, type);
+            plan_matrix(pl, "ffn_up", l, embd, ff, type);
+        }
+        plan_matrix(pl, "ffn_down", l, ff, embd, type);
+        if (fam == SYNTH_FAMILY_GEMMA3) plan_vector(pl, "post_ffw_norm", "weight", l, embd, FILL_NORM);
+    }
+    plan_vector(pl, "output_norm", "weight", -1, embd, FILL_NORM);
+    if (!s->tied_output)
+        plan_add(pl, "output", "weight", -1, embd, s->n_vocab, synth_matrix_type(type, embd, true), FILL_MATRIX);
+}
+
+/* general.name: "synthetic SHAPE TYPE (random weights)", with every "phi3"
+ * or "phi-3" (any case) written "phi 3": llama.cpp's vocabulary loader
+ * looks up Phi-3's own special tokens (</s>, <s>, <unk>) in a model whose
+ * name holds those, and fails on another tokenizer. */
+static void file_name(char *out, size_t len, const struct synth_shape *s, int type) {
+    char raw[160];
+    snprintf(raw, sizeof raw, "synthetic %s %s (random weights)", s->name, tensor_type_name(type));
+    size_t o = 0;
+    for (const char *p = raw; *p && o + 1 < len;) {
+        if (!strncasecmp(p, "phi3", 4) || !strncasecmp(p, "phi-3", 5)) {
+            size_t skip = p[3] == '-' ? 5 : 4;
+            if (o + 5 >= len) break;
+            memcpy(out + o, p, 3); /* "phi" in its case */
+            memcpy(out + o + 3, " 3", 2);
+            o += 5;
+            p += skip;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = 0;
+}
+
+/* general.* and ARCH.* keys, in the order of llama.cpp's converter for the
+ * family. */
 static kvik_status set_hparams(struct gguf_writer *w, const struct synth_shape *s, int type) {
+    const char *arch = synth_family_name(s->family);
+    int fam = s->family, hd = synth_shape_head_dim(s);
     char name[160];
-    snprintf(name, sizeof name, "synthetic %s %s (random weights)", s->name, tensor_type_name(type));
-    const struct {
-        const char *key;
-        uint32_t v;
-    } u32s[] = {
-        {"llama.block_count", (uint32_t)s->n_layer},
-        {"llama.context_length", (uint32_t)s->n_ctx},
-        {"llama.embedding_length", (uint32_t)s->n_embd},
-        {"llama.feed_forward_length", (uint32_t)s->n_ff},
-        {"llama.attention.head_count", (uint32_t)s->n_head},
-        {"llama.attention.head_count_kv", (uint32_t)s->n_head_kv},
-        {"llama.rope.dimension_count", (uint32_t)(s->n_embd / s->n_head)},
-        {"llama.vocab_size", (uint32_t)s->n_vocab},
-    };
-    kvik_status st = gguf_writer_set_str(w, "general.architecture", "llama");
+    file_name(name, sizeof name, s, type);
+    kvik_status st = gguf_writer_set_str(w, "general.architecture", arch);
     if (!st) st = gguf_writer_set_str(w, "general.type", "model");
     if (!st) st = gguf_writer_set_str(w, "general.name", name);
-    for (size_t i = 0; !st && i < sizeof u32s / sizeof u32s[0]; i++)
-        st = gguf_writer_set_u32(w, u32s[i].key, u32s[i].v);
-    if (!st) st = gguf_writer_set_f32(w, "llama.rope.freq_base", s->rope_base);
-    if (!st) st = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps);
+    /* (key suffix, u32 value, or f32 value when is_f32) */
+    struct kv {
+        const char *key;
+        uint32_t u;
+        float f;
+        bool is_f32;
+    } kvs[24];
+    int n = 0;
+#define U32(k, v) (kvs[n++] = (struct kv){(k), (uint32_t)(v), 0.0f, false})
+#define F32(k, v) (kvs[n++] = (struct kv){(k), 0, (v), true})
+    U32("block_count", s->n_layer);
+    U32("context_length", s->n_ctx);
+    if (fam == SYNTH_FAMILY_PHI3) U32("rope.scaling.original_context_length", s->n_ctx);
+    U32("embedding_length", s->n_embd);
+    U32("feed_forward_length", s->n_ff);
+    U32("attention.head_count", s->n_head);
+    U32("attention.head_count_kv", s->n_head_kv);
+    F32("rope.freq_base", s->rope_base);
+    if (fam == SYNTH_FAMILY_GEMMA3) F32("rope.freq_base_swa", s->rope_base_swa);
+    F32("attention.layer_norm_rms_epsilon", s->rms_eps);
+    if (s->head_dim || fam == SYNTH_FAMILY_GEMMA3) {
+        U32("attention.key_length", hd);
+        U32("attention.value_length", hd);
+    }
+    if (fam == SYNTH_FAMILY_GEMMA3 || fam == SYNTH_FAMILY_PHI3) U32("attention.sliding_window", s->sliding_window);
+    if (fam == SYNTH_FAMILY_LLAMA) U32("vocab_size", s->n_vocab);
+    if (fam == SYNTH_FAMILY_LLAMA || fam == SYNTH_FAMILY_PHI3) U32("rope.dimension_count", hd);
+#undef U32
+#undef F32
+    for (int i = 0; !st && i < n; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.%s", arch, kvs[i].key);
+        st = kvs[i].is_f32 ? gguf_writer_set_f32(w, key, kvs[i].f) : gguf_writer_set_u32(w, key, kvs[i].u);
+    }
     if (!st && file_type_of(type) >= 0)
         st = gguf_writer_set_u32(w, "general.file_type", (uint32_t)file_type_of(type));
     if (!st && tensor_type_traits(type)->is_quantized)
@@ -496,12 +702,12 @@ static kvik_status add_tensors(struct gguf_writer *w, struct synth_run *run, str
     for (int64_t i = 0; i < pl->n; i++) {
         struct synth_tensor *t = &pl->ts[i];
         t->run = run;
-        if (!t->norm) {
+        if (t->kind == FILL_MATRIX) {
             if (rms[t->type] == 0 && (rms[t->type] = type_rms(t->type)) == 0)
                 return err_set(err, KVIK_ERR_NOMEM, "synth: out of memory");
             t->scale = (float)(1.0 / sqrt((double)t->cols) / rms[t->type]);
         }
-        int n_dims = t->norm ? 1 : 2;
+        int n_dims = t->kind == FILL_MATRIX ? 2 : 1;
         kvik_status st = gguf_writer_add_tensor_fn(w, pl->names[i], t->type, n_dims, pl->ne[i], fill_tensor, t);
         if (st == KVIK_ERR_INVALID_ARG)
             return err_set(err, st, "synth: %s: a row of %lld weights is not a whole number of %s blocks",
@@ -525,7 +731,7 @@ kvik_status synth_write(const char *path, const struct synth_params *p, struct s
         return err_set(err, KVIK_ERR_INVALID_ARG, "synth: weight type %s is not supported",
                        tensor_type_name(p->type));
 
-    size_t max_tensors = 3 + 9 * (size_t)s->n_layer, path_len = strlen(path) + 5;
+    size_t max_tensors = plan_max(s->n_layer), path_len = strlen(path) + 5;
     struct plan pl = {calloc(max_tensors, sizeof *pl.ts), calloc(max_tensors, sizeof *pl.names),
                       calloc(max_tensors, sizeof *pl.ne), 0};
     struct synth_run run = {.seed = p->seed, .p = p};

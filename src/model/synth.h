@@ -1,24 +1,82 @@
 /*
- * synth.h — random-weight GGUF files shaped like real models, for
+ * synth.h — random-weight GGUF files shaped like real models: for
  * benchmarks that want realistic sizes without downloads (speed does not
- * depend on weight values).
+ * depend on weight values), and for tests that run kvik and llama.cpp on the
+ * same file of a family no real model on the machine has.
  *
- * A synthetic file follows the llama conventions of GGUF, so kvik and
- * llama.cpp both load it: general.architecture "llama", the llama.* hyper-
- * parameters of the shape, token_embd / output_norm / output (absent when
- * tied) and blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output,
- * ffn_norm, ffn_gate, ffn_up, ffn_down}, norms F32. The tokenizer is a real
- * one: every tokenizer.* key of another GGUF, with the per-token arrays cut
- * or padded to the shape's vocabulary (see synth_write).
+ * A shape names its family; the file follows that family's GGUF
+ * conventions as llama.cpp's converter writes them and its loader reads
+ * them (llama.cpp 0.3.36), so both programs load it. Common to all: the
+ * keys general.architecture (the family's name, ARCH below), general.type
+ * "model", general.name ("synthetic SHAPE TYPE (random weights)", with
+ * "phi3" written "phi 3": llama.cpp looks up Phi-3's own special tokens in
+ * any model whose name holds "phi3" or "phi-3", and fails on another
+ * tokenizer), general.file_type (and general.quantization_version 2 when
+ * quantized), ARCH.block_count, context_length, embedding_length,
+ * feed_forward_length, attention.head_count, attention.head_count_kv,
+ * attention.layer_norm_rms_epsilon (F32), rope.freq_base (F32); the tensors
+ * token_embd, output_norm and output (absent when tied: the output shares
+ * token_embd), and per layer blk.N.attn_norm, attn_output, ffn_norm,
+ * ffn_down. Every 1-D tensor (norms, biases, rope factors) is F32. Matrices
+ * are [cols] -> [rows] (ne[0] = inputs). Families:
+ *
+ *  - llama: blk.N.attn_q, attn_k, attn_v, ffn_gate, ffn_up; llama.vocab_size,
+ *    llama.rope.dimension_count (= head size); llama.attention.key_length and
+ *    value_length only where the shape sets head_dim (Llama 3.2's config
+ *    has one). Rope rotates adjacent pairs (llama.cpp's NORM). A shape with
+ *    rope_llama3.factor > 0 (Llama 3.1 / 3.2) has the tensor rope_freqs.weight,
+ *    F32 [head_dim / 2], first in the file: for pair i of a head, with
+ *    f_i = 1 / base^(2i / head_dim) and wavelength w_i = 2 pi / f_i, the
+ *    factor is 1 where w_i < orig_ctx / high_freq_factor, factor where
+ *    w_i > orig_ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+ *    s = (orig_ctx / w_i - low_freq_factor) / (high_freq_factor -
+ *    low_freq_factor), each step in float32 as the converter computes it.
+ *    llama.cpp divides pair i's rotation angle by factor i, in every layer.
+ *  - qwen2: llama's tensors plus blk.N.attn_q.bias [q_dim], attn_k.bias and
+ *    attn_v.bias [kv_dim] (added to the products); no vocab_size, no
+ *    rope.dimension_count. Rope rotates pairs (j, j + head_dim / 2) (NEOX),
+ *    implied by the architecture.
+ *  - gemma3: llama's tensors plus blk.N.attn_q_norm and attn_k_norm
+ *    ([head_dim], RMS norms of each head's q and k before rope),
+ *    post_attention_norm and post_ffw_norm ([n_embd], RMS norms of the
+ *    attention and FFN outputs before each residual add; ffn_norm is the
+ *    pre-FFN norm). Keys gemma3.attention.key_length = value_length (the head
+ *    size, independent of width and heads: attn_q is [n_embd] ->
+ *    [n_head * head_dim], attn_output [n_head * head_dim] -> [n_embd]),
+ *    gemma3.attention.sliding_window, gemma3.rope.freq_base (global layers)
+ *    and gemma3.rope.freq_base_swa (sliding layers; llama.cpp's default
+ *    10000 when absent). No sliding_window_pattern key: llama.cpp's pattern
+ *    for gemma3 is fixed at 6, layer il slides unless il % 6 == 5 (layers
+ *    5, 11, 17, ... attend globally; see synth_layer_is_sliding). A sliding
+ *    layer's token at position p sees keys at p - window < p' <= p.
+ *    Rope is NEOX. Always tied. Norm weights already hold Gemma's "+ 1"
+ *    (llama.cpp multiplies by them as they are). What the file does not
+ *    say but llama.cpp does for gemma3: embeddings are scaled by
+ *    sqrt(n_embd), q by 1 / sqrt(head_dim), the FFN is GELU (tanh form)
+ *    gated, and no final logit soft-capping (no key).
+ *  - phi3: blk.N.attn_qkv [n_embd] -> [q_dim + 2 kv_dim] (rows: q, then k,
+ *    then v) and blk.N.ffn_up [n_embd] -> [2 n_ff] (rows: the gate, then
+ *    the up projection; the FFN is silu(gate) * up), no attn_q/k/v and no
+ *    ffn_gate; keys phi3.rope.dimension_count (= head size),
+ *    phi3.rope.scaling.original_context_length (= context_length, as
+ *    Phi-3-mini-4k has it) and phi3.attention.sliding_window (2047 in
+ *    Phi-3-mini-4k; llama.cpp ignores it for phi3 and attends over the
+ *    whole context). Rope is NEOX. No rope_factors_long/short tensors (the
+ *    4k model has none).
+ *
+ * The tokenizer is a real one: every tokenizer.* key of another GGUF, with
+ * the per-token arrays cut or padded to the shape's vocabulary (see
+ * synth_write).
  *
  * Weights are random quant bits (tensor_fill_random's TENSOR_FILL_BITS)
  * with every block scale rescaled so the weights have an RMS of
  * 1/sqrt(fan_in), as in a trained model: a forward pass gives finite,
  * moderate activations in any weight type (llama.cpp's F16 activations
- * included). Norm weights are 1 +- 0.05. Each row is seeded from (seed,
- * tensor, row), so the file is byte-identical for a seed whatever the
- * thread count. Data is produced at write time through a bounded buffer:
- * an 8B model needs a few MB of memory.
+ * included). Norm weights are 1 +- 0.05, biases uniform in [-0.5, 0.5].
+ * Each row is seeded from (seed, tensor, row), so the file is
+ * byte-identical for a seed whatever the thread count. Data is produced at
+ * write time through a bounded buffer: an 8B model needs a few MB of
+ * memory.
  */
 #ifndef KVIK_MODEL_SYNTH_H
 #define KVIK_MODEL_SYNTH_H
@@ -29,20 +87,47 @@
 
 #include "base/base.h"
 
+/* Model families (general.architecture and the conventions above). */
+enum synth_family {
+    SYNTH_FAMILY_LLAMA,
+    SYNTH_FAMILY_QWEN2,
+    SYNTH_FAMILY_GEMMA3,
+    SYNTH_FAMILY_PHI3,
+    SYNTH_FAMILY_COUNT
+};
+
+/* "llama", "qwen2", "gemma3", "phi3"; NULL out of range. */
+const char *synth_family_name(int family);
+
+/* Llama 3 rope-frequency scaling (config.json's rope_scaling of type
+ * "llama3"); factor 0: none. */
+struct synth_llama3_rope {
+    float factor;           /* 32 (Llama 3.2), 8 (Llama 3.1) */
+    float low_freq_factor;  /* 1 */
+    float high_freq_factor; /* 4 */
+    int orig_ctx;           /* original_max_position_embeddings: 8192 */
+};
+
 /* The hyperparameters of a real model. */
 struct synth_shape {
     const char *name;   /* "tinyllama-1.1b" */
     const char *model;  /* the model it copies: "TinyLlama-1.1B v1.0" */
+    int family;         /* enum synth_family (0: llama) */
     int n_layer;
     int n_embd;         /* model width */
     int n_ff;           /* feed-forward width */
     int n_head;         /* query heads */
     int n_head_kv;      /* key/value heads */
+    int head_dim;       /* head size written as attention.key_length/value_length;
+                           0: n_embd / n_head, no such key (gemma3 always writes it) */
     int n_vocab;        /* tokens (token_embd rows) */
-    int n_ctx;          /* llama.context_length written */
-    float rope_base;    /* llama.rope.freq_base */
-    float rms_eps;      /* llama.attention.layer_norm_rms_epsilon */
+    int n_ctx;          /* ARCH.context_length written */
+    float rope_base;    /* ARCH.rope.freq_base (gemma3: of the global layers) */
+    float rope_base_swa; /* gemma3: ARCH.rope.freq_base_swa, of the sliding layers */
+    int sliding_window; /* gemma3, phi3: ARCH.attention.sliding_window */
+    float rms_eps;      /* ARCH.attention.layer_norm_rms_epsilon */
     bool tied_output;   /* no output.weight: the output shares token_embd */
+    struct synth_llama3_rope rope_llama3; /* llama: rope_freqs.weight when factor > 0 */
     const char *note;   /* what the file leaves out of the real model; NULL: nothing */
 };
 
@@ -52,6 +137,17 @@ const struct synth_shape *synth_shape_find(const char *name);
 
 /* Weights (all tensors' elements) of a shape. */
 uint64_t synth_shape_params(const struct synth_shape *s);
+
+/* The head size: head_dim, or n_embd / n_head when that is 0. */
+int synth_shape_head_dim(const struct synth_shape *s);
+
+/* True for the layers llama.cpp runs with the sliding window: gemma3's
+ * layers il with il % 6 != 5; none in other families. */
+bool synth_layer_is_sliding(const struct synth_shape *s, int il);
+
+/* The values of rope_freqs.weight ([head_dim / 2], the formula above) of a
+ * shape with rope_llama3.factor > 0. */
+void synth_llama3_rope_factors(const struct synth_shape *s, float *out);
 
 /* True for the weight types a file can be written in: those kvik has a
  * kernel for (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K). */
