@@ -37,7 +37,8 @@ struct model_arch {
      * (l + 1) % p == 0; its window is ARCH.attention.sliding_window. 0: no
      * layer slides. */
     int swa_period;
-    float swa_rope_base;   /* the sliding layers' RoPE base (0: the file's) */
+    float swa_rope_base;   /* the sliding layers' RoPE base when the file has no
+                              ARCH.rope.freq_base_swa (0: the global layers') */
     bool key_length;       /* the head size is ARCH.attention.key_length (else n_embd / n_head) */
 };
 

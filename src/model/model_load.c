@@ -9,7 +9,8 @@
  *   ARCH.attention.layer_norm_rms_epsilon, ARCH.rope.freq_base (10000),
  *   ARCH.rope.dimension_count (head_dim), ARCH.rope.scaling.type/factor
  *   (linear; "llama3" where the rope_freqs tensor holds the factors),
- *   ARCH.attention.sliding_window (families with sliding layers),
+ *   ARCH.attention.sliding_window and ARCH.rope.freq_base_swa (families
+ *   with sliding layers; the base defaults to the family's),
  *   ARCH.context_length.
  * Tensors: token_embd, output_norm, output (absent: tied to token_embd),
  * rope_freqs (optional), and per layer blk.N.{attn_norm, attn_q, attn_k,
@@ -168,14 +169,17 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
         hp->rope_scale = 1.0f / factor;
     }
     hp->n_swa = 0;
-    hp->rope_base_swa = fam->swa_rope_base > 0 ? fam->swa_rope_base : hp->rope_base;
+    /* older Gemma 3 files lack the key: the family's base then */
+    if ((st = get_f32(g, arch, "rope.freq_base_swa", false,
+                      fam->swa_rope_base > 0 ? fam->swa_rope_base : hp->rope_base, &hp->rope_base_swa, err)))
+        return st;
     if (fam->swa_period) {
         uint32_t w;
         if ((st = get_u32(g, arch, "attention.sliding_window", false, 0, &w, err))) return st;
         if (w > 1 << 24) return err_set(err, KVIK_ERR_FORMAT, "model: sliding window %u out of range", w);
         hp->n_swa = (int)w;
     }
-    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f) || !(hp->rope_base > 0.0f))
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f) || !(hp->rope_base > 0.0f) || !(hp->rope_base_swa > 0.0f))
         return err_set(err, KVIK_ERR_FORMAT, "model: rms epsilon %g or rope base %g out of range", hp->rms_eps,
                        hp->rope_base);
     return KVIK_OK;
