@@ -905,9 +905,7 @@ static bool load_model(struct server *s) {
         fprintf(stderr, "kvik serve: %s\n", err.code ? err.msg : "cannot start the engine");
         return false;
     }
-    struct engine_stats st;
-    engine_stats(s->engine, &st);
-    s->pool_tokens = st.kv_blocks_total * (ec.block_tokens > 0 ? ec.block_tokens : 16);
+    s->pool_tokens = engine_max_seq_tokens(s->engine);
     return true;
 }
 
