@@ -542,11 +542,12 @@ static void link_companion(struct kv_paged *kv, int32_t a, int g, int32_t c) {
 
 /* Registers the blocks of q at block position i in groups 1.. as
  * companions of anchor a (already registered): where a has a companion of
- * a group, q's block is swapped for it; released entries are skipped. */
+ * a group, q's block is swapped for it; blocks not all of whose rows are
+ * kept (below lo) are skipped. */
 static void register_companions(struct kv_paged *kv, struct kv_seq *q, int32_t i, int32_t a) {
     for (int g = 1; g < kv->n_groups; g++) {
         int32_t *e = entry(kv, q, i, g), c = companion(kv, a, g);
-        if (*e < 0 || *e == c) continue;
+        if (*e < 0 || *e == c || (int64_t)i * kv->cfg.block_tokens < q->lo[g]) continue;
         if (c >= 0) {
             block_hold(kv, c);
             block_release(kv, *e);
