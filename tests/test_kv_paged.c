@@ -388,6 +388,44 @@ TEST(kv_paged_groups_random_operations_keep_the_pool_consistent) {
     random_operations(&c, 4321);
 }
 
+/* One Gemma 3 270M conversation (18 layers, every sixth global, window
+ * 512; one K/V head of 256, F16) at 4k, 8k and 32k positions, prefilled
+ * in chunks of 512 and one decode: a pool of exactly kv_paged_blocks_max
+ * blocks suffices, and the sequence then holds every global block but
+ * only 32 (the window) of each sliding group. Prints the memory against
+ * keeping every layer (docs/architecture.md has the table). */
+TEST(kv_paged_gemma3_conversation_memory) {
+    int32_t w[18];
+    for (int l = 0; l < 18; l++) w[l] = (l + 1) % 6 ? 512 : 0;
+    static const int lens[] = {4096, 8192, 32768};
+    for (int k = 0; k < 3; k++) {
+        int n = lens[k];
+        struct kv_paged_config c = {.n_layer = 18, .row_floats = 256, .type = TENSOR_TYPE_F16, .block_tokens = 16,
+                                    .max_seqs = 1, .layer_window = w};
+        c.n_blocks = kv_paged_config_blocks_max(&c, n, 512);
+        struct kv_paged kv;
+        REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+        int s = kv_paged_seq_open(&kv), p = 0;
+        int64_t peak = 0;
+        while (p < n - 1) {
+            int to = p + 512 < n - 1 ? p + 512 : n - 1;
+            REQUIRE(kv_paged_seq_grow(&kv, s, to));
+            p = to;
+            if (kv_paged_used_blocks(&kv) > peak) peak = kv_paged_used_blocks(&kv);
+        }
+        REQUIRE(kv_paged_seq_grow(&kv, s, n));
+        int64_t used = kv_paged_used_blocks(&kv);
+        CHECK_EQ_INT(kv.block_bytes, 3 * 2 * 16 * 512);
+        CHECK_EQ_INT(used, n / 16 + 5 * 32);
+        double mib = (double)(1 << 20), full = (double)n * 18 * 2 * 512 / mib;
+        printf("    %5d positions: every layer kept %6.1f MiB, sliding %6.1f MiB (%.1fx less; %.1f MiB during "
+               "a 512-token prefill chunk)\n",
+               n, full, (double)used * (double)kv.block_bytes / mib, full / ((double)used * (double)kv.block_bytes / mib),
+               (double)peak * (double)kv.block_bytes / mib);
+        kv_paged_free(&kv);
+    }
+}
+
 /* ---- the forward pass through the paged cache --------------------------- */
 
 static const int32_t k_prompt[] = {504, 3575, 282, 4649, 314, 7042, 30, 198, 504, 3575, 282, 4649, 314, 7042,

@@ -343,6 +343,8 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
                        (long long)c->kv_mem_mib, (long long)ENGINE_MAX_KV_MEM_MIB);
     if (c->kv_blocks < 0 || c->n_eog < 0 || (c->n_eog > 0 && !c->eog))
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: negative kv_blocks or n_eog");
+    if (c->kv_tokens < 0 || c->kv_tokens > INT64_C(1) << 40)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: kv_tokens %lld (0..2^40)", (long long)c->kv_tokens);
     if (c->spec_max == 0) c->spec_max = SPEC_DEFAULT_MAX;
     if (c->spec_ngram == 0) c->spec_ngram = SPEC_DEFAULT_NGRAM;
     if (c->spec_mode < SPEC_NONE || c->spec_mode > SPEC_DRAFT || c->spec_max < 1 || c->spec_max > SPEC_MAX_DRAFT ||
@@ -388,6 +390,7 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
         goto fail;
     }
     if (c->kv_blocks > 0) kc.n_blocks = c->kv_blocks;
+    else if (c->kv_tokens > 0) kc.n_blocks = (c->kv_tokens + c->block_tokens - 1) / c->block_tokens * kv_paged_config_groups(&kc, NULL);
     else if (c->kv_mem_mib > 0) kc.n_blocks = (int64_t)((uint64_t)c->kv_mem_mib * (1u << 20) / bb);
     else {
         int64_t per_seq = kv_paged_config_blocks_max(&kc, c->n_ctx / 4, 1);
