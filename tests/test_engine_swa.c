@@ -190,3 +190,30 @@ TEST(engine_sliding_window_kv_matches_keeping_everything) {
     model_free(dm);
     model_free(m);
 }
+
+/* A pool given in positions is the memory of that many positions of every
+ * layer: six blocks of 3 layers per block position for Gemma 3 270M. */
+TEST(engine_kv_tokens_is_positions_of_every_layer) {
+    char path[4096];
+    if (!test_registry_model("gemma3-270m", path, sizeof path)) return;
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    REQUIRE(model_load(path, &m, &err) == KVIK_OK);
+    struct engine_config c = engine_config_default();
+    c.n_threads = 1, c.max_seqs = 2, c.n_ctx = 4096, c.kv_tokens = 1600;
+    struct engine *e = engine_new(m, &c, &err);
+    REQUIRE(e);
+    struct engine_stats st;
+    engine_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_total, 100 * 6);
+    /* one sequence of 4096 positions needs 256 + 5 * 65 blocks: it fits */
+    CHECK_EQ_INT(engine_max_seq_tokens(e), 4096);
+    engine_free(e);
+    c.kv_keep_all = true;
+    REQUIRE((e = engine_new(m, &c, &err)));
+    engine_stats(e, &st);
+    CHECK_EQ_INT(st.kv_blocks_total, 100);
+    CHECK_EQ_INT(engine_max_seq_tokens(e), 1600);
+    engine_free(e);
+    model_free(m);
+}
