@@ -390,7 +390,8 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
         goto fail;
     }
     if (c->kv_blocks > 0) kc.n_blocks = c->kv_blocks;
-    else if (c->kv_tokens > 0) kc.n_blocks = (c->kv_tokens + c->block_tokens - 1) / c->block_tokens * kv_paged_config_groups(&kc, NULL);
+    else if (c->kv_tokens > 0) /* a block position of every group per block_tokens positions */
+        kc.n_blocks = (c->kv_tokens + c->block_tokens - 1) / c->block_tokens * kv_paged_config_groups(&kc, NULL);
     else if (c->kv_mem_mib > 0) kc.n_blocks = (int64_t)((uint64_t)c->kv_mem_mib * (1u << 20) / bb);
     else {
         int64_t per_seq = kv_paged_config_blocks_max(&kc, c->n_ctx / 4, 1);
