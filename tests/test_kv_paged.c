@@ -144,37 +144,42 @@ TEST(kv_paged_reserved_tables_do_not_move) {
 }
 
 /* A long random mix of open, fork, grow (writing the new rows), truncate
- * and close against a model of what every sequence must read back. */
-TEST(kv_paged_random_operations_keep_the_pool_consistent) {
+ * and close against a model of what every sequence must read back: every
+ * position of a global layer, and of a sliding layer of window w every
+ * position from base - w + 1 - slack on, base being the largest n_pos a
+ * grow of the sequence started from (positions before may be released:
+ * row() is then NULL, never another sequence's row). */
+static void random_operations(const struct kv_paged_config *c, uint64_t seed) {
     enum { SEQS = 12, MAXLEN = 40, STEPS = 6000 };
     struct kv_paged kv;
-    struct kv_paged_config c = small_cfg(20, SEQS);
-    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    REQUIRE(kv_paged_init(&kv, c, NULL) == KVIK_OK);
     /* owner[s][p]: whose stamp position p of sequence s holds; -1 none */
-    int owner[SEQS][MAXLEN];
+    int owner[SEQS][MAXLEN], base[SEQS] = {0};
     bool open[SEQS] = {0};
-    uint64_t rng = 12345;
-    int refused = 0, forks = 0, bad = 0;
+    uint64_t rng = seed;
+    int refused = 0, forks = 0, bad = 0, released = 0;
     for (int step = 0; step < STEPS && !bad; step++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         int op = (int)(rng >> 60) % 5, s = (int)((rng >> 40) % SEQS);
         int len = open[s] ? kv_paged_seq_len(&kv, s) : 0;
         if (op == 0 && !open[s]) {
             int id = kv_paged_seq_open(&kv);
-            if (id >= 0) open[id] = true, memset(owner[id], 0xff, sizeof owner[id]);
+            if (id >= 0) open[id] = true, base[id] = 0, memset(owner[id], 0xff, sizeof owner[id]);
         } else if (op == 1 && open[s]) {
             int f = kv_paged_seq_fork(&kv, s);
             if (f >= 0) {
-                open[f] = true, forks++;
+                open[f] = true, forks++, base[f] = base[s];
                 memcpy(owner[f], owner[s], sizeof owner[s]);
             }
         } else if (op == 2 && open[s]) {
             int to = len + 1 + (int)((rng >> 20) % 9);
             if (to > MAXLEN) to = MAXLEN;
-            int64_t need = kv_paged_blocks_needed(&kv, s, to);
+            int64_t need = kv_paged_blocks_needed(&kv, s, to), free_before = kv_paged_free_blocks(&kv);
             bool ok = kv_paged_seq_grow(&kv, s, to);
-            if (ok != (need <= kv_paged_free_blocks(&kv) + (ok ? need : 0))) bad = 1;
+            if (ok != (need <= free_before)) bad = 1;
+            if (ok && kv_paged_free_blocks(&kv) != free_before - need && need > 0) bad = 5;
             if (ok) {
+                if (len > base[s]) base[s] = len;
                 write_rows(&kv, s, s + 1 + step * SEQS, len, to);
                 for (int p = len; p < to; p++) owner[s][p] = s + 1 + step * SEQS;
             } else {
@@ -188,21 +193,237 @@ TEST(kv_paged_random_operations_keep_the_pool_consistent) {
             open[s] = false;
         }
         if (!kv_paged_consistent(&kv)) bad = 3;
-        /* every open sequence reads back its own rows */
+        /* every open sequence reads back its own rows where it must */
         for (int q = 0; q < SEQS && !bad; q++) {
             if (!open[q]) continue;
-            for (int p = 0; p < kv_paged_seq_len(&kv, q) && !bad; p++) {
-                const void *r = kv.base.row(&kv.base, 1, q, p, true);
-                if (!r || word_at(r, 3) != stamp(1, owner[q][p], p, true, 3)) bad = 4;
+            for (int l = 0; l < c->n_layer && !bad; l++) {
+                int w = c->layer_window && kv.n_groups > 1 ? c->layer_window[l] : 0;
+                int from = w ? base[q] - w + 1 - c->slack : 0;
+                for (int p = 0; p < kv_paged_seq_len(&kv, q) && !bad; p++) {
+                    const void *r = kv.base.row(&kv.base, l, q, p, true);
+                    if (!r && p < from) {
+                        released++;
+                        continue;
+                    }
+                    if (!r || word_at(r, 3) != stamp(l, owner[q][p], p, true, 3)) bad = 4;
+                }
             }
         }
         if (bad) test_fail(__FILE__, __LINE__, "step %d op %d seq %d: failure %d", step, op, s, bad);
     }
     CHECK_MSG(refused > 0 && forks > 0, "refused %d forks %d", refused, forks); /* the mix reached a full pool and shared blocks */
+    if (kv.n_groups > 1) CHECK_MSG(released > 1000, "released rows seen %d", released);
     for (int s = 0; s < SEQS; s++)
         if (open[s]) kv_paged_seq_close(&kv, s);
-    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 20);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), c->n_blocks);
     kv_paged_free(&kv);
+}
+
+TEST(kv_paged_random_operations_keep_the_pool_consistent) {
+    struct kv_paged_config c = small_cfg(20, 12);
+    random_operations(&c, 12345);
+}
+
+/* ---- layer groups: sliding layers keep only their window ---------------- */
+
+/* Four layers: three sliding (window 6), one global; groups of one layer. */
+static const int32_t k_windows[4] = {6, 6, 0, 6};
+
+static struct kv_paged_config group_cfg(int64_t n_blocks, int max_seqs, int32_t slack) {
+    struct kv_paged_config c = {.n_layer = 4, .row_floats = 8, .type = TENSOR_TYPE_F32, .block_tokens = 4,
+                                .n_blocks = n_blocks, .max_seqs = max_seqs, .layer_window = k_windows,
+                                .slack = slack};
+    return c;
+}
+
+TEST(kv_paged_groups_split_layers_by_window) {
+    struct kv_paged kv;
+    struct kv_paged_config c = group_cfg(8, 2, 0);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    CHECK_EQ_INT(kv.n_groups, 4);
+    CHECK_EQ_INT(kv.group_layers, 1);
+    CHECK_EQ_INT(kv.layer_group[2], 0); /* the global layer is group 0 */
+    CHECK_EQ_INT(kv.group_window[0], 0);
+    CHECK(kv.group_window[1] == 6 && kv.group_window[3] == 6);
+    CHECK_EQ_INT(kv.block_bytes, 2 * 4 * 8 * 4);
+    kv_paged_free(&kv);
+    /* Gemma 3's pattern, 5 sliding then 1 global, three times: groups of 3 */
+    int32_t w18[18];
+    for (int l = 0; l < 18; l++) w18[l] = (l + 1) % 6 ? 512 : 0;
+    c = group_cfg(8, 2, 0);
+    c.n_layer = 18, c.layer_window = w18;
+    int n_global = 0;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, &n_global), 6);
+    CHECK_EQ_INT(n_global, 1);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    CHECK(kv.layer_group[5] == 0 && kv.layer_group[11] == 0 && kv.layer_group[17] == 0);
+    CHECK(kv.layer_slot[5] == 0 && kv.layer_slot[11] == 1 && kv.layer_slot[17] == 2);
+    CHECK(kv.layer_group[0] == 1 && kv.layer_group[4] == 2 && kv.layer_group[16] == 5);
+    kv_paged_free(&kv);
+    /* two windows and a global layer, counts 1, 1, 2: four groups */
+    int32_t w4[4] = {0, 4, 8, 8};
+    c = group_cfg(8, 2, 0);
+    c.layer_window = w4;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, &n_global), 4);
+    /* no global layer, no sliding layer, no windows: one group of all */
+    int32_t all[4] = {5, 5, 5, 5}, none[4] = {0};
+    c.layer_window = all;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, NULL), 1);
+    c.layer_window = none;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, NULL), 1);
+    c.layer_window = NULL;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, NULL), 1);
+    int32_t neg[4] = {0, -1, 0, 0};
+    c.layer_window = neg;
+    CHECK_EQ_INT(kv_paged_config_groups(&c, NULL), 0);
+    CHECK_EQ_INT(kv_paged_init(&kv, &c, NULL), KVIK_ERR_INVALID_ARG);
+    c = group_cfg(8, 2, -1);
+    CHECK_EQ_INT(kv_paged_init(&kv, &c, NULL), KVIK_ERR_INVALID_ARG);
+}
+
+/* Sliding blocks wholly before the window of the next write are released
+ * as a sequence grows; what is released reads as no room; the pool holds
+ * the global positions plus a bounded window. */
+TEST(kv_paged_growth_releases_old_sliding_blocks) {
+    struct kv_paged kv;
+    struct kv_paged_config c = group_cfg(64, 2, 0);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int s = kv_paged_seq_open(&kv);
+    REQUIRE(s >= 0);
+    int bad = 0;
+    for (int p = 0; p < 60 && !bad; p++) {
+        int64_t need = kv_paged_blocks_needed(&kv, s, p + 1), free_before = kv_paged_free_blocks(&kv);
+        REQUIRE(kv_paged_seq_grow(&kv, s, p + 1));
+        if (kv_paged_free_blocks(&kv) != free_before - need && need > 0) bad = 1;
+        write_rows(&kv, s, 1, p, p + 1);
+        /* what the token at p reads: positions p - 5 .. p in the sliding
+         * layers, 0 .. p in the global one */
+        for (int l = 0; l < 4 && !bad; l++) {
+            int from = k_windows[l] ? p - 5 : 0;
+            for (int x = from < 0 ? 0 : from; x <= p && !bad; x++) {
+                const void *r = kv.base.row(&kv.base, l, s, x, false);
+                if (!r || word_at(r, 1) != stamp(l, 1, x, false, 1)) bad = 2;
+            }
+        }
+        /* released: every sliding block wholly before p - 5 */
+        int released_to = p - 5 > 0 ? (p - 5) / 4 * 4 : 0;
+        const void *k, *v;
+        for (int x = 0; x < released_to && !bad; x++)
+            if (kv.base.row(&kv.base, 0, s, x, true) || kv.base.span(&kv.base, 3, s, x, 4, &k, &v) != 0) bad = 3;
+        if (released_to < p && kv.base.span(&kv.base, 0, s, released_to, 1, &k, &v) != 1) bad = 4;
+        /* the global layer's blocks plus at most 3 of each sliding group */
+        int64_t want = (p + 4) / 4 + 3 * ((p + 4) / 4 - released_to / 4);
+        if (kv_paged_used_blocks(&kv) != want) bad = 5;
+        if (kv_paged_used_blocks(&kv) > kv_paged_blocks_max(&kv, p + 1, 1)) bad = 6;
+        if (!kv_paged_consistent(&kv)) bad = 7;
+        if (bad) test_fail(__FILE__, __LINE__, "position %d: failure %d", p, bad);
+    }
+    /* 60 positions: 15 global blocks, 2 or 3 per sliding group; a full
+     * cache would hold 60 */
+    CHECK(kv_paged_used_blocks(&kv) <= 15 + 3 * 3);
+    /* a grow by many positions keeps the window of its first one */
+    int f = kv_paged_seq_open(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, f, 30));
+    CHECK_EQ_INT(kv_paged_used_blocks(&kv) - (15 + 3 * 2), 4 * 8);
+    /* the next grow from 30 releases 6 blocks of each sliding group first */
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, f, 31), 0);
+    int64_t free_before = kv_paged_free_blocks(&kv);
+    REQUIRE(kv_paged_seq_grow(&kv, f, 31));
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv) - free_before, 3 * 6);
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, f, 33), 4);
+    kv_paged_seq_close(&kv, f);
+    kv_paged_seq_close(&kv, s);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 64);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+/* Forks share what is kept (released entries stay released in both),
+ * copy the last block of every group on the first write, and a truncate
+ * within slack continues with its whole window; one beyond slack leaves
+ * released rows in the window, which read as no room. */
+TEST(kv_paged_groups_fork_truncate_and_copy) {
+    struct kv_paged kv;
+    struct kv_paged_config c = group_cfg(64, 4, 3);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int s = kv_paged_seq_open(&kv);
+    for (int p = 0; p < 22; p++) {
+        REQUIRE(kv_paged_seq_grow(&kv, s, p + 1));
+        write_rows(&kv, s, 1, p, p + 1);
+    }
+    /* the grow from 21 kept positions from 21 - 5 - 3 = 13: blocks 3.. */
+    CHECK(kv_paged_seq_block(&kv, s, 2, 1) == -1 && kv_paged_seq_block(&kv, s, 3, 1) >= 0);
+    int64_t used = kv_paged_used_blocks(&kv);
+    int f = kv_paged_seq_fork(&kv, s);
+    REQUIRE(f >= 0);
+    CHECK_EQ_INT(kv_paged_used_blocks(&kv), used);
+    CHECK(kv_paged_seq_block(&kv, f, 2, 1) == -1 && kv_paged_seq_block(&kv, f, 3, 1) == kv_paged_seq_block(&kv, s, 3, 1));
+    /* 22 positions end inside block 5: the fork's first write copies it in all four groups */
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, f, 23), 4);
+    REQUIRE(kv_paged_seq_grow(&kv, f, 23));
+    write_rows(&kv, f, 2, 22, 23);
+    CHECK(kv_paged_seq_block(&kv, f, 5, 2) != kv_paged_seq_block(&kv, s, 5, 2));
+    const void *r = kv.base.row(&kv.base, 0, s, 21, false), *rf = kv.base.row(&kv.base, 0, f, 21, false);
+    CHECK(r && rf && r != rf && word_at(rf, 0) == stamp(0, 1, 21, false, 0));
+    /* a truncate back by slack: the window of the next write is all there */
+    kv_paged_seq_truncate(&kv, f, 19);
+    REQUIRE(kv_paged_seq_grow(&kv, f, 20));
+    for (int x = 19 - 5; x < 19; x++) CHECK(kv.base.row(&kv.base, 3, f, x, true) != NULL);
+    /* back further than slack: a position of the window is gone */
+    kv_paged_seq_truncate(&kv, s, 12);
+    CHECK(kv.base.row(&kv.base, 3, s, 12 - 5, true) == NULL && kv.base.row(&kv.base, 2, s, 7, true) != NULL);
+    REQUIRE(kv_paged_seq_grow(&kv, s, 14));
+    CHECK(kv.base.row(&kv.base, 0, s, 13, false) != NULL && kv.base.row(&kv.base, 0, s, 11, false) == NULL);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_seq_close(&kv, f);
+    kv_paged_seq_close(&kv, s);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 64);
+    kv_paged_free(&kv);
+}
+
+TEST(kv_paged_groups_random_operations_keep_the_pool_consistent) {
+    struct kv_paged_config c = group_cfg(48, 12, 0);
+    random_operations(&c, 777);
+    c = group_cfg(48, 12, 3);
+    random_operations(&c, 4321);
+}
+
+/* One Gemma 3 270M conversation (18 layers, every sixth global, window
+ * 512; one K/V head of 256, F16) at 4k, 8k and 32k positions, prefilled
+ * in chunks of 512 and one decode: a pool of exactly kv_paged_blocks_max
+ * blocks suffices, and the sequence then holds every global block but
+ * only 32 (the window) of each sliding group. Prints the memory against
+ * keeping every layer (docs/architecture.md has the table). */
+TEST(kv_paged_gemma3_conversation_memory) {
+    int32_t w[18];
+    for (int l = 0; l < 18; l++) w[l] = (l + 1) % 6 ? 512 : 0;
+    static const int lens[] = {4096, 8192, 32768};
+    for (int k = 0; k < 3; k++) {
+        int n = lens[k];
+        struct kv_paged_config c = {.n_layer = 18, .row_floats = 256, .type = TENSOR_TYPE_F16, .block_tokens = 16,
+                                    .max_seqs = 1, .layer_window = w};
+        c.n_blocks = kv_paged_config_blocks_max(&c, n, 512);
+        struct kv_paged kv;
+        REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+        int s = kv_paged_seq_open(&kv), p = 0;
+        int64_t peak = 0;
+        while (p < n - 1) {
+            int to = p + 512 < n - 1 ? p + 512 : n - 1;
+            REQUIRE(kv_paged_seq_grow(&kv, s, to));
+            p = to;
+            if (kv_paged_used_blocks(&kv) > peak) peak = kv_paged_used_blocks(&kv);
+        }
+        REQUIRE(kv_paged_seq_grow(&kv, s, n));
+        int64_t used = kv_paged_used_blocks(&kv);
+        CHECK_EQ_INT(kv.block_bytes, 3 * 2 * 16 * 512);
+        CHECK_EQ_INT(used, n / 16 + 5 * 32);
+        double mib = (double)(1 << 20), full = (double)n * 18 * 2 * 512 / mib;
+        printf("    %5d positions: every layer kept %6.1f MiB, sliding %6.1f MiB (%.1fx less; %.1f MiB during "
+               "a 512-token prefill chunk)\n",
+               n, full, (double)used * (double)kv.block_bytes / mib, full / ((double)used * (double)kv.block_bytes / mib),
+               (double)peak * (double)kv.block_bytes / mib);
+        kv_paged_free(&kv);
+    }
 }
 
 /* ---- the forward pass through the paged cache --------------------------- */

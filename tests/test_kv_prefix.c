@@ -109,19 +109,33 @@ static void write_prefix_rows(struct kv_paged *kv, int seq, const int32_t *token
     }
 }
 
-/* Every row of seq holds what its tokens determine. */
+/* Every row of seq holds what its tokens determine; a sliding layer's
+ * rows below its group's lo are released (NULL), all others there. */
 static bool rows_match(struct kv_paged *kv, int seq, const int32_t *tokens) {
     for (int p = 0; p < kv_paged_seq_len(kv, seq); p++) {
         uint64_t id = prefix_id(tokens, p);
         for (int l = 0; l < kv->cfg.n_layer; l++)
             for (int v = 0; v < 2; v++) {
                 const uint8_t *r = kv->base.row(&kv->base, l, seq, p, v);
-                for (int i = 0; i < kv->cfg.row_floats; i++) {
+                bool released = p < kv->seqs[seq].lo[kv->layer_group[l]];
+                if (!r != released) return false;
+                for (int i = 0; r && i < kv->cfg.row_floats; i++) {
                     uint32_t w;
                     memcpy(&w, r + 4 * (size_t)i, 4);
-                    if (!r || w != row_word(id, l, v, i)) return false;
+                    if (w != row_word(id, l, v, i)) return false;
                 }
             }
+    }
+    return true;
+}
+
+/* A write into seq from its n_pos on finds the window of every sliding
+ * layer still there. */
+static bool window_kept(const struct kv_paged *kv, int seq) {
+    const struct kv_seq *q = &kv->seqs[seq];
+    for (int g = 1; g < kv->n_groups; g++) {
+        int from = q->n_pos - kv->group_window[g] + 1;
+        if (q->lo[g] > (from > 0 ? from : 0)) return false;
     }
     return true;
 }
@@ -416,16 +430,20 @@ TEST(kv_prefix_tail_replaced_verified_and_evicted) {
 }
 
 /* A long random mix on a small pool with a tiny token alphabet, so that
- * prompts share prefixes often and the pool is always under pressure. */
-TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
-    enum { SEQS = 10, MAXLEN = 32, STEPS = 8000, NB = 24 };
+ * prompts share prefixes often and the pool is always under pressure.
+ * With sliding layers a sequence must also keep its window (window_kept),
+ * except after a truncate more than slack below the n_pos a grow started
+ * from or it was attached at (top; such a sequence is deep), which it
+ * never recovers from. */
+static void random_operations(const struct kv_paged_config *c, uint64_t seed, bool groups) {
+    enum { SEQS = 10, MAXLEN = 32, STEPS = 8000 };
     struct kv_paged kv;
-    struct kv_paged_config c = prefix_cfg(NB, SEQS);
-    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    REQUIRE(kv_paged_init(&kv, c, NULL) == KVIK_OK);
     int32_t tok[SEQS][MAXLEN];
     uint64_t salt[SEQS];
-    bool open[SEQS] = {0};
-    uint64_t rng = 4242;
+    bool open[SEQS] = {0}, deep[SEQS] = {0};
+    int top[SEQS] = {0};
+    uint64_t rng = seed;
     int hits = 0, readmit_hits = 0, forks = 0, evictions_seen = 0, tails = 0, tail_hits = 0, bad = 0;
     for (int step = 0; step < STEPS && !bad; step++) {
         int op = (int)(test_rand_u64(&rng) % 6), s = (int)(test_rand_u64(&rng) % SEQS);
@@ -438,13 +456,13 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             uint64_t sl = test_rand_u64(&rng) % 2;
             int h = 0, id = compute_seq(&kv, t, n, sl, &h);
             if (id >= 0) {
-                open[id] = true, salt[id] = sl, hits += h > 0, tail_hits += h % BT != 0;
+                open[id] = true, deep[id] = false, top[id] = h, salt[id] = sl, hits += h > 0, tail_hits += h % BT != 0;
                 memcpy(tok[id], t, sizeof t);
             }
         } else if (op == 1 && open[s]) {
             int f = kv_paged_seq_fork(&kv, s);
             if (f >= 0) {
-                open[f] = true, forks++, salt[f] = salt[s];
+                open[f] = true, forks++, salt[f] = salt[s], deep[f] = deep[s], top[f] = top[s];
                 memcpy(tok[f], tok[s], sizeof tok[s]);
             }
         } else if (op == 2 && open[s]) { /* decode or a prompt chunk */
@@ -452,11 +470,14 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             if (to > MAXLEN) to = MAXLEN;
             for (int p = len; p < to; p++) tok[s][p] = (int32_t)(test_rand_u64(&rng) % 3);
             if (kv_paged_seq_grow(&kv, s, to)) {
+                if (len > top[s]) top[s] = len;
                 write_prefix_rows(&kv, s, tok[s], len, to);
                 kv_paged_prefix_register(&kv, s, tok[s], to, salt[s]);
             }
-        } else if (op == 3 && open[s]) { /* a rejected draft */
-            kv_paged_seq_truncate(&kv, s, (int)(test_rand_u64(&rng) % (unsigned)(len + 1)));
+        } else if (op == 3 && open[s]) { /* a rejected draft (or, with sliding layers, a deeper cut) */
+            int to = (int)(test_rand_u64(&rng) % (unsigned)(len + 1));
+            kv_paged_seq_truncate(&kv, s, to);
+            if (to < top[s] - c->slack) deep[s] = true;
         } else if (op == 4 && open[s]) { /* finished, keeping its tail or not */
             if (test_rand_u64(&rng) % 2) tails += kv_paged_prefix_keep_tail(&kv, s, tok[s], len, salt[s]) > 0;
             kv_paged_seq_close(&kv, s);
@@ -467,7 +488,8 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
             open[s] = false;
             int h = 0, id = compute_seq(&kv, tok[s], len, salt[s], &h);
             if (id >= 0) {
-                open[id] = true, salt[id] = salt[s], readmit_hits += h >= (len - 1) / BT * BT && h > 0;
+                open[id] = true, deep[id] = false, top[id] = h, salt[id] = salt[s];
+                readmit_hits += h >= (len - 1) / BT * BT && h > 0;
                 if (id != s) memcpy(tok[id], tok[s], sizeof tok[s]);
             }
         }
@@ -475,14 +497,163 @@ TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
         if (!kv_paged_consistent(&kv)) bad = 1;
         for (int q = 0; q < SEQS && !bad; q++)
             if (open[q] && !rows_match(&kv, q, tok[q])) bad = 2;
+            else if (open[q] && !deep[q] && !window_kept(&kv, q)) bad = 3;
         if (bad) test_fail(__FILE__, __LINE__, "step %d op %d seq %d: failure %d", step, op, s, bad);
     }
-    CHECK_MSG(hits > 20 && readmit_hits > 50 && forks > 100 && evictions_seen > 50 && tails > 50 && tail_hits > 10,
-              "hits %d, readmissions hitting their own blocks %d, forks %d, evictions %d, tails kept %d, tail hits %d",
-              hits, readmit_hits, forks, evictions_seen, tails, tail_hits);
+    printf("    hits %d, readmissions hitting their own blocks %d, forks %d, evictions %d, tails kept %d, tail hits %d\n",
+           hits, readmit_hits, forks, evictions_seen, tails, tail_hits);
+    if (!groups)
+        CHECK(hits > 20 && readmit_hits > 50 && forks > 100 && evictions_seen > 50 && tails > 50 && tail_hits > 10);
+    else
+        CHECK(hits > 10 && readmit_hits > 100 && forks > 100 && evictions_seen > 50 && tails > 50 && tail_hits > 3);
     for (int s = 0; s < SEQS; s++)
         if (open[s]) kv_paged_seq_close(&kv, s);
-    CHECK_EQ_INT(kv_paged_free_blocks(&kv), NB);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), c->n_blocks);
     CHECK(kv_paged_consistent(&kv));
     kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_random_operations_keep_the_pool_consistent) {
+    struct kv_paged_config c = prefix_cfg(24, 10);
+    random_operations(&c, 4242, false);
+}
+
+/* ---- layer groups -------------------------------------------------------- */
+
+/* Four layers: three sliding (window 6), one global; groups of one layer. */
+static const int32_t k_windows[4] = {6, 6, 0, 6};
+
+static struct kv_paged_config group_cfg(int64_t n_blocks, int max_seqs, int32_t slack) {
+    struct kv_paged_config c = prefix_cfg(n_blocks, max_seqs);
+    c.n_layer = 4, c.layer_window = k_windows, c.slack = slack;
+    return c;
+}
+
+/* Computes tokens[0..n) into a new sequence one position at a time (a
+ * decode), registering after each; its id. */
+static int decode_seq(struct kv_paged *kv, const int32_t *tokens, int n, uint64_t salt) {
+    int s = kv_paged_seq_open(kv);
+    for (int p = 0; s >= 0 && p < n; p++) {
+        if (!kv_paged_seq_grow(kv, s, p + 1)) return -1;
+        write_prefix_rows(kv, s, tokens, p, p + 1);
+        kv_paged_prefix_register(kv, s, tokens, p + 1, salt);
+    }
+    return s;
+}
+
+static bool all_companions_registered(const struct kv_paged *kv, int32_t anchor) {
+    for (int g = 1; g < kv->n_groups; g++) {
+        int32_t c = kv->links[(size_t)anchor * (size_t)kv->n_groups + (size_t)g];
+        if (c < 0 || !kv_paged_block_registered(kv, c)) return false;
+    }
+    return true;
+}
+
+static bool no_companion_registered(const struct kv_paged *kv, int32_t anchor) {
+    for (int g = 1; g < kv->n_groups; g++) {
+        int32_t c = kv->links[(size_t)anchor * (size_t)kv->n_groups + (size_t)g];
+        if (c >= 0 && kv_paged_block_registered(kv, c)) return false;
+    }
+    return true;
+}
+
+/* Attach takes a chain only as far as the sliding groups' blocks of the
+ * window before its end are still cached; older ones released as the
+ * sequence grew may be evicted without harm. */
+TEST(kv_prefix_groups_attach_needs_the_window) {
+    struct kv_paged kv;
+    struct kv_paged_config c = group_cfg(48, 4, 0);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[24];
+    for (int i = 0; i < 24; i++) t[i] = 100 + i;
+    int a = decode_seq(&kv, t, 24, 1);
+    REQUIRE(a >= 0);
+    CHECK_EQ_INT(kv.seqs[a].n_chain, 6);
+    int32_t anchor[6];
+    for (int j = 0; j < 6; j++) anchor[j] = kv_paged_seq_block(&kv, a, j, 0);
+    /* blocks 0..2 of the sliding groups were released on the way, cached */
+    CHECK(kv_paged_seq_block(&kv, a, 2, 1) == -1 && all_companions_registered(&kv, anchor[0]));
+    kv_paged_seq_close(&kv, a);
+    CHECK(kv_paged_consistent(&kv));
+    /* 23 ids: five full blocks; the window before position 20 is 15..19,
+     * in blocks 3 and 4 */
+    int b = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, b, t, 23, 1), 20);
+    CHECK(rows_match(&kv, b, t) && window_kept(&kv, b));
+    CHECK(kv_paged_seq_block(&kv, b, 2, 3) == -1 && kv_paged_seq_block(&kv, b, 3, 3) >= 0);
+    kv_paged_seq_close(&kv, b);
+    /* d holds the first two block positions (its window is all of them) */
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 8, 1), 8);
+    CHECK(rows_match(&kv, d, t));
+    /* pressure evicts the least recently released: block 2's companions */
+    int32_t u[200];
+    for (int i = 0; i < 200; i++) u[i] = 7;
+    int s = kv_paged_seq_open(&kv), p = 0;
+    for (; p < 200 && !no_companion_registered(&kv, anchor[2]); p++) {
+        REQUIRE(kv_paged_seq_grow(&kv, s, p + 1));
+        write_prefix_rows(&kv, s, u, p, p + 1);
+    }
+    CHECK(all_companions_registered(&kv, anchor[3]) && all_companions_registered(&kv, anchor[0]));
+    int e = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, e, t, 23, 1), 20); /* blocks 3 and 4 are what it needs */
+    CHECK(rows_match(&kv, e, t));
+    kv_paged_seq_close(&kv, e);
+    /* then more, until block 3's companions are gone too: the longest
+     * chain with its window is two blocks (window 3..7, blocks 0 and 1) */
+    for (; p < 200 && !no_companion_registered(&kv, anchor[3]); p++) {
+        REQUIRE(kv_paged_seq_grow(&kv, s, p + 1));
+        write_prefix_rows(&kv, s, u, p, p + 1);
+    }
+    REQUIRE(p < 200);
+    CHECK(kv_paged_block_registered(&kv, anchor[3]));
+    e = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, e, t, 23, 1), 8);
+    CHECK(rows_match(&kv, e, t) && window_kept(&kv, e));
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_seq_close(&kv, e);
+    kv_paged_seq_close(&kv, d);
+    kv_paged_seq_close(&kv, s);
+    CHECK_EQ_INT(kv_paged_free_blocks(&kv), 48);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+/* A tail with its companions: attached with the window before it, copied
+ * in every group on the first write, the cached rows intact. */
+TEST(kv_prefix_groups_tail_is_attached_and_copied) {
+    struct kv_paged kv;
+    struct kv_paged_config c = group_cfg(48, 4, 0);
+    REQUIRE(kv_paged_init(&kv, &c, NULL) == KVIK_OK);
+    int32_t t[16] = {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+    int a = decode_seq(&kv, t, 10, 1);
+    REQUIRE(a >= 0);
+    int32_t tail = kv_paged_seq_block(&kv, a, 2, 0), tail3 = kv_paged_seq_block(&kv, a, 2, 3);
+    CHECK_EQ_INT(kv_paged_prefix_keep_tail(&kv, a, t, 10, 1), 2);
+    CHECK(kv_paged_block_registered(&kv, tail) && kv_paged_block_registered(&kv, tail3));
+    kv_paged_seq_close(&kv, a);
+    int b = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, b, t, 15, 1), 10);
+    CHECK(kv_paged_seq_block(&kv, b, 2, 0) == tail && kv_paged_seq_block(&kv, b, 2, 3) == tail3);
+    CHECK(kv_paged_seq_block(&kv, b, 0, 1) == -1); /* the window of 10 starts at 5 */
+    CHECK(rows_match(&kv, b, t) && window_kept(&kv, b));
+    CHECK_EQ_INT(kv_paged_blocks_needed(&kv, b, 11), 4);
+    REQUIRE(kv_paged_seq_grow(&kv, b, 16));
+    CHECK(kv_paged_seq_block(&kv, b, 2, 3) != tail3 && kv_paged_block_registered(&kv, tail3));
+    write_prefix_rows(&kv, b, t, 10, 16);
+    CHECK(rows_match(&kv, b, t));
+    int d = kv_paged_seq_open(&kv);
+    CHECK_EQ_INT(kv_paged_prefix_attach(&kv, d, t, 11, 1), 10);
+    CHECK(rows_match(&kv, d, t));
+    kv_paged_seq_close(&kv, d);
+    kv_paged_seq_close(&kv, b);
+    CHECK(kv_paged_consistent(&kv));
+    kv_paged_free(&kv);
+}
+
+TEST(kv_prefix_groups_random_operations_keep_the_pool_consistent) {
+    struct kv_paged_config c = group_cfg(60, 10, 0);
+    random_operations(&c, 4242, true);
+    c = group_cfg(60, 10, 2);
+    random_operations(&c, 99, true);
 }

@@ -54,7 +54,7 @@ static kvik_status validate(const struct engine *e, const struct engine_request 
         return err_set(err, KVIK_ERR_INVALID_ARG,
                        "engine: the prompt (%d tokens) plus max_tokens (%d) exceeds the context of %d tokens",
                        r->n_prompt, r->max_tokens, e->cfg.n_ctx);
-    int64_t bt = e->cfg.block_tokens, need = ((int64_t)r->n_prompt + r->max_tokens + bt - 1) / bt;
+    int64_t need = kv_paged_blocks_max(&e->kv, (int64_t)r->n_prompt + r->max_tokens, e->cfg.max_batch_tokens);
     if (need > e->n_blocks)
         return err_set(err, KVIK_ERR_INVALID_ARG,
                        "engine: the prompt (%d tokens) plus max_tokens (%d) needs %lld KV blocks; the pool has %lld",
@@ -86,8 +86,14 @@ static kvik_status refuse_if_full(struct engine *e, struct kvik_err *err) {
 }
 
 int engine_max_seq_tokens(const struct engine *e) {
-    int64_t pool = e->n_blocks * e->cfg.block_tokens;
-    return pool < e->cfg.n_ctx ? (int)pool : e->cfg.n_ctx;
+    int step = e->cfg.max_batch_tokens, lo = 0, hi = e->cfg.n_ctx; /* lo fits the pool */
+    if (kv_paged_blocks_max(&e->kv, hi, step) <= e->n_blocks) return hi;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (kv_paged_blocks_max(&e->kv, mid, step) <= e->n_blocks) lo = mid;
+        else hi = mid;
+    }
+    return lo;
 }
 
 kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint64_t *id, struct kvik_err *err) {
@@ -337,6 +343,8 @@ static kvik_status resolve_config(const struct model *m, const struct engine_con
                        (long long)c->kv_mem_mib, (long long)ENGINE_MAX_KV_MEM_MIB);
     if (c->kv_blocks < 0 || c->n_eog < 0 || (c->n_eog > 0 && !c->eog))
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: negative kv_blocks or n_eog");
+    if (c->kv_tokens < 0 || c->kv_tokens > INT64_C(1) << 40)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: kv_tokens %lld (0..2^40)", (long long)c->kv_tokens);
     if (c->spec_max == 0) c->spec_max = SPEC_DEFAULT_MAX;
     if (c->spec_ngram == 0) c->spec_ngram = SPEC_DEFAULT_NGRAM;
     if (c->spec_mode < SPEC_NONE || c->spec_mode > SPEC_DRAFT || c->spec_max < 1 || c->spec_max > SPEC_MAX_DRAFT ||
@@ -364,27 +372,41 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     e->n_vocab = m->hp.n_vocab;
     e->next_id = 1;
     atomic_init(&e->n_queued, 0);
+    /* the layers' sliding windows: their blocks before the window are released */
+    int32_t *windows = calloc((size_t)m->hp.n_layer, sizeof *windows);
+    if (!windows) {
+        err_set(err, KVIK_ERR_NOMEM, "engine: out of memory");
+        goto fail;
+    }
+    for (int l = 0; l < m->hp.n_layer && !c->kv_keep_all; l++) windows[l] = m->layers[l].window;
     struct kv_paged_config kc = {.n_layer = m->hp.n_layer, .row_floats = m->hp.n_head_kv * m->hp.head_dim,
-                                 .type = c->kv_type, .block_tokens = c->block_tokens, .max_seqs = c->max_seqs};
+                                 .type = c->kv_type, .block_tokens = c->block_tokens, .max_seqs = c->max_seqs,
+                                 .layer_window = windows};
     size_t bb = kv_paged_block_bytes(&kc);
     if (!bb || !kv_type_fits(c->kv_type, kc.row_floats, m->hp.head_dim)) {
         err_set(err, KVIK_ERR_INVALID_ARG, "engine: KV rows of %d values cannot be stored as %s in %d-token blocks",
                 kc.row_floats, tensor_type_name(c->kv_type), c->block_tokens);
+        free(windows);
         goto fail;
     }
     if (c->kv_blocks > 0) kc.n_blocks = c->kv_blocks;
+    else if (c->kv_tokens > 0) /* a block position of every group per block_tokens positions */
+        kc.n_blocks = (c->kv_tokens + c->block_tokens - 1) / c->block_tokens * kv_paged_config_groups(&kc, NULL);
     else if (c->kv_mem_mib > 0) kc.n_blocks = (int64_t)((uint64_t)c->kv_mem_mib * (1u << 20) / bb);
     else {
-        int64_t per_seq = ((int64_t)c->n_ctx / 4 + c->block_tokens - 1) / c->block_tokens;
+        int64_t per_seq = kv_paged_config_blocks_max(&kc, c->n_ctx / 4, 1);
         kc.n_blocks = per_seq * c->max_seqs;
         if ((uint64_t)kc.n_blocks * bb > (1ull << 30)) kc.n_blocks = (int64_t)((1ull << 30) / bb);
     }
     if (kc.n_blocks < 1) {
         err_set(err, KVIK_ERR_INVALID_ARG, "engine: %lld MiB is less than one KV block (%zu bytes)",
                 (long long)c->kv_mem_mib, bb);
+        free(windows);
         goto fail;
     }
-    if (kv_paged_init(&e->kv, &kc, err)) goto fail;
+    kvik_status kst = kv_paged_init(&e->kv, &kc, err);
+    free(windows);
+    if (kst) goto fail;
     e->n_blocks = kc.n_blocks;
     engine_prefix_init(e);
     e->watermark = e->n_blocks / 100; /* vLLM keeps 1% too */

@@ -88,9 +88,15 @@ struct engine_config {
     int n_ctx;            /* longest sequence (prompt + output); 0: engine_default_ctx */
     int64_t kv_mem_mib;   /* KV pool size, at most 1 << 24 (16 TiB); 0: enough for max_seqs
                              sequences of n_ctx / 4 tokens, at most 1 GiB */
-    int64_t kv_blocks;    /* KV pool size in blocks; > 0 overrides kv_mem_mib (tests, tuning) */
+    int64_t kv_tokens;    /* KV pool size as the memory of this many positions of every layer
+                             (rounded up to blocks); > 0 overrides kv_mem_mib */
+    int64_t kv_blocks;    /* KV pool size in blocks (of one layer group: kv/kv_paged.h); > 0
+                             overrides kv_tokens and kv_mem_mib (tests, tuning) */
     int kv_type;          /* TENSOR_TYPE_F16 (default), _Q8_0 or _F32 */
     int block_tokens;     /* positions per KV block; default 16 */
+    bool kv_keep_all;     /* keep every layer's K/V at every position, even the sliding layers'
+                             blocks before their window, which no later token reads (default
+                             off: those are released as a sequence grows; for comparisons) */
     bool prefix_cache;    /* reuse the K/V of earlier requests' full blocks and finished
                              choices' tails (default off; kvik serve turns it on) */
     const int32_t *eog;   /* end-of-generation token ids (a choice stops there unless ignore_eos);

@@ -69,16 +69,19 @@ static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_
     engine_count_prompt(e, s->req, a, n);
 }
 
-/* The most tokens (<= want) s can add while leaving reserve blocks free. */
+/* The most tokens (<= want) s can add while leaving reserve blocks free
+ * (the blocks needed grow with the tokens: a binary search). */
 static int fit(const struct engine *e, const struct eseq *s, int want, int64_t reserve) {
     int64_t avail = kv_paged_free_blocks(&e->kv) - reserve;
     if (avail < 0) avail = 0;
     if (kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + want) <= avail) return want;
-    const struct kv_seq *q = &e->kv.seqs[s->kv];
-    int64_t c = (int64_t)q->n_blocks * e->cfg.block_tokens - q->n_pos + avail * e->cfg.block_tokens;
-    if (c > want) c = want;
-    while (c > 0 && kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + (int)c) > avail) c--;
-    return (int)c;
+    int lo = 0, hi = want; /* lo fits, hi does not */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (kv_paged_blocks_needed(&e->kv, s->kv, s->n_computed + mid) <= avail) lo = mid;
+        else hi = mid;
+    }
+    return lo;
 }
 
 /* s's cache sequence could not grow: s ends with an error. */

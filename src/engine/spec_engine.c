@@ -80,11 +80,26 @@ kvik_status spec_engine_new(struct engine *e, int *rows, struct kvik_err *err) {
     if (st) return err_set(err, st, "engine: %s", e2.msg);
     x->draft_cost = spec_draft_cost(e->m, x->dm);
     const struct model_hparams *hp = &x->dm->hp;
+    /* the draft's sliding layers keep their window plus a draft's length:
+     * a rejected draft rolls the draft cache back by up to spec_max - 1 */
+    int32_t *windows = calloc((size_t)hp->n_layer, sizeof *windows);
+    if (!windows) return err_set(err, KVIK_ERR_NOMEM, "engine: out of memory");
+    for (int l = 0; l < hp->n_layer && !c->kv_keep_all; l++) windows[l] = x->dm->layers[l].window;
     struct kv_paged_config kc = {.n_layer = hp->n_layer, .row_floats = hp->n_head_kv * hp->head_dim,
                                  .type = e->kv.cfg.type, .block_tokens = c->block_tokens,
-                                 .n_blocks = e->kv.cfg.n_blocks, .max_seqs = c->max_seqs};
+                                 .max_seqs = c->max_seqs, .layer_window = windows, .slack = c->spec_max};
     if (!kv_type_fits(kc.type, kc.row_floats, hp->head_dim)) kc.type = TENSOR_TYPE_F16;
-    if ((st = kv_paged_init(&x->dkv, &kc, err))) return st;
+    /* as many block positions as the target's pool holds at most (every
+     * block of it global), and every slot's sliding windows */
+    int t_global = 1, d_global = 1;
+    kv_paged_config_groups(&e->kv.cfg, &t_global);
+    kv_paged_config_groups(&kc, &d_global);
+    int64_t bt = c->block_tokens, all = ((int64_t)c->n_ctx + bt - 1) / bt;
+    int64_t windows_max = kv_paged_config_blocks_max(&kc, c->n_ctx, c->max_batch_tokens) - d_global * all;
+    kc.n_blocks = e->kv.cfg.n_blocks / t_global * d_global + (int64_t)c->max_seqs * windows_max;
+    st = kv_paged_init(&x->dkv, &kc, err);
+    free(windows);
+    if (st) return st;
     if (!kv_paged_reserve_tables(&x->dkv, c->n_ctx))
         return err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for the draft model's block tables");
     if (!(x->dctx = model_ctx_new(x->dm, c->n_threads, c->max_batch_tokens, c->n_ctx, err))) return err->code;

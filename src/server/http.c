@@ -877,10 +877,7 @@ static bool load_model(struct server *s) {
     ec.kv_type = s->cfg.kv_type;
     ec.prefix_cache = s->cfg.prefix_cache;
     ec.kv_mem_mib = s->cfg.kv_mem_mib;
-    if (s->cfg.ctx_total) { /* the pool in blocks: ctx_total tokens, rounded up */
-        int bt = ec.block_tokens > 0 ? ec.block_tokens : 16;
-        ec.kv_blocks = (s->cfg.ctx_total + bt - 1) / bt;
-    }
+    ec.kv_tokens = s->cfg.ctx_total;
     ec.eog = s->eog;
     ec.n_eog = s->n_eog;
     ec.spec_mode = s->cfg.spec_mode;
@@ -898,9 +895,7 @@ static bool load_model(struct server *s) {
         fprintf(stderr, "kvik serve: %s\n", err.code ? err.msg : "cannot start the engine");
         return false;
     }
-    struct engine_stats st;
-    engine_stats(s->engine, &st);
-    s->pool_tokens = st.kv_blocks_total * (ec.block_tokens > 0 ? ec.block_tokens : 16);
+    s->pool_tokens = engine_max_seq_tokens(s->engine);
     return true;
 }
 
