@@ -1,0 +1,303 @@
+/*
+ * vec_dot_k_amx.c — Q6_K products of the AMX table: mat-vec on AVX-512 VNNI
+ * from repacked records, mat-mat on AMX tiles from the file's rows.
+ *
+ * Per 256-weight super-block b (sixteen sub-blocks k of 16 weights, q in
+ * 0..63, int8 scales sc_k) the exact integer
+ *
+ *     S_b = sum_k sc_k * ((q - 32) . y over sub-block k)
+ *
+ * enters one chain per element, y = fma((float)S_b, d * d_y, y) for
+ * b = 0, 1, ... in order. S_b is exact whatever the order of its terms, so
+ * mat-vec, mat-mat and the single-row vec_dot_q6_K_amx give the same bits,
+ * whatever the batch. (The AVX-512 table sums the same terms in lanes of
+ * floats instead; each table is consistent with itself.)
+ *
+ * A record holds one group of sixteen rows and one super-block, 3360 bytes
+ * (the file's 210 per row). Chunk c (c = 0..63) is the weights 4c .. 4c + 3
+ * of the sixteen rows, byte 4 r + i for row r's weight 4c + i, VNNI order:
+ *
+ *     offset  size  what
+ *          0  2048  32 lines: line L has chunk L's low nibbles in its low
+ *                   nibbles, chunk L + 32's in its high ones
+ *       2048  1024  16 lines: line M has the top two bits of chunk
+ *                   M + 16 j at bits 2j, 2j + 1 (j = 0..3)
+ *       3072   256  sc[k][r], int8
+ *       3328    32  d[r], f16
+ */
+#ifndef KVIK_NO_SIMD
+#include <immintrin.h>
+#include <math.h>
+
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+enum { GROUP = 16, SUBS = QK_K / 16 };
+enum { R_HB = 2048, R_SC = 3072, R_D = 3328, Q6_REC = 3360 };
+/* A packed 16-token tile of Q8_K activations (vec_dot_amx.c's pack_q8_K):
+ * per super-block 8 B tiles of 32 weights (8 x 64 bytes each), then the
+ * tokens' d (floats), then sub-block sums this file does not use. */
+enum { K_TILE_BYTES = 8 * 512 + 64 + 8 * 64 };
+
+static inline float f16t(uint16_t h) { return tensor_fp16_table[h]; }
+
+static inline int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Weight w (0..255) of a super-block, q in 0..63, read as quants.h lays
+ * the bits out. */
+static inline int q6_value(const block_q6_K *x, int w) {
+    int h = w / 128, l = w % 128;
+    const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+    int lo = l < 64 ? ql[l] & 0x0F : ql[l - 64] >> 4;
+    return lo | ((qh[l % 32] >> (2 * (l / 32))) & 3) << 4;
+}
+
+static void vec_dot_q6_K_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q6_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int32_t S = 0;
+        for (int k = 0; k < SUBS; k++) {
+            int32_t dot = 0;
+            for (int i = 0; i < 16; i++) dot += (q6_value(&x[b], 16 * k + i) - 32) * y[b].qs[16 * k + i];
+            S += x[b].scales[k] * dot;
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * y[b].d, acc);
+    }
+    *s = acc;
+}
+
+/* a | (b & c), bit by bit */
+static inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }
+
+/* The 256 weights of a super-block, q in 0..63, in order: v[j] holds
+ * weights 64 j .. 64 j + 63. */
+static inline void q6_row_values(const block_q6_K *x, __m512i v[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        __m512i a = _mm512_loadu_si512(x->ql + 64 * h);
+        __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+        hb = _mm512_mask_srli_epi16(hb, (__mmask32)0xFFFF0000u, hb, 2); /* the upper half's bits 2-3 and 6-7 */
+        v[2 * h] = or_and(_mm512_and_si512(a, m4), _mm512_slli_epi16(hb, 4), m30);
+        v[2 * h + 1] = or_and(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), hb, m30);
+    }
+}
+
+/* Row r's super-block x into record rec (zeros before the first row). */
+static void rec_put_row(uint8_t *rec, int r, const block_q6_K *x) {
+    _Alignas(64) uint8_t q[QK_K];
+    __m512i v[4];
+    q6_row_values(x, v);
+    for (int j = 0; j < 4; j++) _mm512_store_si512(q + 64 * j, v[j]);
+    for (int L = 0; L < 32; L++)
+        for (int i = 0; i < 4; i++)
+            rec[64 * L + 4 * r + i] = (uint8_t)((q[4 * L + i] & 0x0F) | (q[4 * (L + 32) + i] & 0x0F) << 4);
+    for (int M = 0; M < 16; M++)
+        for (int i = 0; i < 4; i++) {
+            int hb = 0;
+            for (int j = 0; j < 4; j++) hb |= (q[4 * (M + 16 * j) + i] >> 4) << (2 * j);
+            rec[R_HB + 64 * M + 4 * r + i] = (uint8_t)hb;
+        }
+    for (int k = 0; k < SUBS; k++) rec[R_SC + GROUP * k + r] = (uint8_t)x->scales[k];
+    memcpy(rec + R_D + 2 * r, &x->d, 2);
+}
+
+/* Rows [r0, r0 + nr) (nr <= GROUP) of w into the records of one group. */
+static void recs_put_group(const struct tensor_matrix *w, int64_t r0, int nr, uint8_t *recs) {
+    int64_t nb = w->cols / QK_K;
+    memset(recs, 0, (size_t)nb * Q6_REC);
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K *x = (const block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) rec_put_row(recs + (size_t)b * Q6_REC, r, &x[b]);
+    }
+}
+
+static size_t repack_size_q6_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q6_REC;
+}
+
+static void repack_q6_K(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = 0; g * GROUP < w->rows; g++) {
+        int nr = w->rows - g * GROUP < GROUP ? (int)(w->rows - g * GROUP) : GROUP;
+        recs_put_group(w, g * GROUP, nr, (uint8_t *)dst + (size_t)g * (size_t)nb * Q6_REC);
+    }
+}
+
+/* Prefetches the lines from pf up to end; returns where the next call starts. */
+static inline const uint8_t *prefetch_lines(const uint8_t *pf, const uint8_t *end) {
+    for (; pf < end; pf += 64) _mm_prefetch((const char *)pf, _MM_HINT_T0);
+    return pf;
+}
+
+enum { PF_AHEAD = 2048 }; /* bytes of records prefetched ahead of the product */
+
+
+/* Mat-vec of one group's records (nb super-blocks) against a Q8_K row: per
+ * chunk one VNNI product of q (0..63) with four broadcast activation bytes
+ * gives the sixteen rows' partial sums in sixteen lanes; per sub-block
+ * 32 times its activation sum is taken off and the scale applied. */
+static void recs_matvec(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC) {
+        const int8_t *yq = y[b].qs;
+        const int16_t *bs = y[b].bsums;
+        __m512i S = _mm512_setzero_si512();
+        for (int m = 0; m < 4; m++) {
+            pf = prefetch_lines(pf, rec + (m + 1) * (Q6_REC / 4) + PF_AHEAD);
+            /* chunks 4m + i, +16, +32, +48: sub-blocks m, m + 4, m + 8, m + 12 */
+            __m512i d0 = _mm512_setzero_si512(), d1 = d0, d2 = d0, d3 = d0;
+            for (int i = 0; i < 4; i++) {
+                int M = 4 * m + i;
+                __m512i h = _mm512_loadu_si512(rec + R_HB + 64 * M);
+                __m512i n0 = _mm512_loadu_si512(rec + 64 * M), n1 = _mm512_loadu_si512(rec + 64 * (M + 16));
+                __m512i v0 = or_and(_mm512_and_si512(n0, m4), _mm512_slli_epi16(h, 4), m30);
+                __m512i v1 = or_and(_mm512_and_si512(n1, m4), _mm512_slli_epi16(h, 2), m30);
+                __m512i v2 = or_and(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4), h, m30);
+                __m512i v3 = or_and(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4), _mm512_srli_epi16(h, 2), m30);
+                d0 = _mm512_dpbusd_epi32(d0, v0, _mm512_set1_epi32(load_i32(yq + 4 * M)));
+                d1 = _mm512_dpbusd_epi32(d1, v1, _mm512_set1_epi32(load_i32(yq + 4 * (M + 16))));
+                d2 = _mm512_dpbusd_epi32(d2, v2, _mm512_set1_epi32(load_i32(yq + 4 * (M + 32))));
+                d3 = _mm512_dpbusd_epi32(d3, v3, _mm512_set1_epi32(load_i32(yq + 4 * (M + 48))));
+            }
+            const __m512i d[4] = {d0, d1, d2, d3};
+            for (int j = 0; j < 4; j++) {
+                int k = m + 4 * j;
+                __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * k)));
+                S = _mm512_add_epi32(S, _mm512_mullo_epi32(_mm512_sub_epi32(d[j], _mm512_set1_epi32(32 * bs[k])), sc));
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(y[b].d)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+/* Per super-block of a mat-mat panel: 16 A tiles (16 rows x 32 bytes:
+ * sub-block k's q - 32 in bytes 16 (k % 2) .. + 15, zeros in the other
+ * half, so that it multiplies the Q8_K tile of the 32 weights around it),
+ * then sc[k][r] (int32), then d[r] (floats). */
+enum { P_SC = SUBS * 512, P_D = P_SC + SUBS * GROUP * 4, P_BLOCK = P_D + GROUP * 4 };
+
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_K rows on tiles. */
+static bool rows_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                        float *y, int64_t ys) {
+    int64_t nb = w->cols / QK_K;
+    uint8_t *panel = tensor_amx_scratch((size_t)nb * P_BLOCK);
+    if (!panel) return false;
+    memset(panel, 0, (size_t)nb * P_BLOCK);
+    const __m512i off = _mm512_set1_epi8(32);
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K *x = (const block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *pb = panel + (size_t)b * P_BLOCK;
+            __m512i v[4];
+            q6_row_values(&x[b], v);
+            for (int j = 0; j < 4; j++) {
+                __m512i q = _mm512_sub_epi8(v[j], off);
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 0) * 512 + 32 * r + 0), _mm512_extracti32x4_epi32(q, 0));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 1) * 512 + 32 * r + 16), _mm512_extracti32x4_epi32(q, 1));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 2) * 512 + 32 * r + 0), _mm512_extracti32x4_epi32(q, 2));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 3) * 512 + 32 * r + 16), _mm512_extracti32x4_epi32(q, 3));
+            }
+            int32_t *sc = (int32_t *)(pb + P_SC);
+            for (int k = 0; k < SUBS; k++) sc[GROUP * k + r] = x[b].scales[k];
+            ((float *)(pb + P_D))[r] = f16t(x[b].d);
+        }
+    }
+    tensor_amx_configure();
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        __m512 acc[GROUP];
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *pb = panel + (size_t)b * P_BLOCK, *tb = tile + (size_t)b * K_TILE_BYTES;
+            const int32_t *sc = (const int32_t *)(pb + P_SC);
+            const float *d = (const float *)(pb + P_D);
+            __m512i S[GROUP];
+            for (int r = 0; r < GROUP; r++) S[r] = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) { /* the 32 weights of Q8_K tile j: sub-blocks 2j, 2j + 1 */
+                TILE_LOAD(2, tb + j * 512, 64);
+                TILE_LOAD(1, pb + (2 * j) * 512, 32);
+                TILE_ZERO(0);
+                TILE_DPBSSD(0, 1, 2);
+                TILE_LOAD(4, pb + (2 * j + 1) * 512, 32);
+                TILE_ZERO(3);
+                TILE_DPBSSD(3, 4, 2);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(3, c1, 64);
+                for (int r = 0; r < GROUP; r++) {
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[GROUP * (2 * j) + r])));
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[GROUP * (2 * j + 1) + r])));
+                }
+            }
+            __m512 dy = _mm512_loadu_ps((const float *)(tb + 8 * 512));
+            for (int r = 0; r < GROUP; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
+        }
+        for (int r = 0; r < nr; r++) {
+            _Alignas(64) float res[GROUP];
+            _mm512_store_ps(res, acc[r]);
+            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
+        }
+    }
+    return true;
+}
+
+/* One group: mat-vec from the repacked records, or (no panel) from records
+ * made of the file's rows for this call; mat-mat from the file's rows. */
+static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int nr = (int)(r1 - r0);
+    int64_t nb = w->cols / QK_K;
+    if (n_tok > 1) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
+    const uint8_t *rec;
+    if (w->panel) {
+        rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC;
+    } else {
+        uint8_t *recs = tensor_amx_scratch((size_t)nb * Q6_REC);
+        if (!recs) return false;
+        recs_put_group(w, r0, nr, recs);
+        rec = recs;
+    }
+    float out[GROUP];
+    recs_matvec(rec, nb, nr, xq, out);
+    for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+    return true;
+}
+
+static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    (void)xq_row;
+    for (int64_t g = r0; g < r1; g += GROUP)
+        if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, packed, n_tok, y, ys)) return false;
+    return true;
+}
+
+void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
+    k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q6_K] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q6_K] = NULL;
+    k->rows_product[TENSOR_TYPE_Q6_K] = rows_product_q6_K;
+    k->repack_size[TENSOR_TYPE_Q6_K] = repack_size_q6_K;
+    k->repack[TENSOR_TYPE_Q6_K] = repack_q6_K;
+}
+#endif
