@@ -486,6 +486,22 @@ static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows,
         }
         mem_free(a);
     }
+    /* with the table's own layout of the weights (as a model's), the same Y */
+    if (k->repack[type]) {
+        void *panel = mem_alloc_aligned(k->repack_size[type](rows, cols));
+        float *yp = mem_alloc_aligned((size_t)(rows * n_tok) * sizeof(float));
+        struct tensor_matrix mp = m;
+        k->repack[type](&mp, panel);
+        mp.panel = panel;
+        CHECK_EQ_INT(tensor_matmul(pool, k, &mp, x, cols, yp, rows, n_tok, scratch), KVIK_OK);
+        for (int64_t i = 0; i < rows * n_tok && !bad; i++)
+            if (f32_to_bits(yp[i]) != f32_to_bits(y[i])) {
+                test_fail(__FILE__, __LINE__, "%s %s %lldx%lld repacked, %lld tokens, element %lld: %g != %g", k->name,
+                          tt->name, (long long)rows, (long long)cols, (long long)n_tok, (long long)i, yp[i], y[i]);
+                bad = 1;
+            }
+        mem_free(panel), mem_free(yp);
+    }
     /* tensor_matmul_add: the same Y, and ACC (a wider stride) plus Y */
     int64_t as = rows + 3;
     float *acc = random_floats(as * n_tok, &rng), *acc0 = mem_alloc_aligned((size_t)(as * n_tok) * sizeof(float));

@@ -16,8 +16,9 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k);
 void tensor_kernels_init_avx2(struct tensor_kernels *k);
 void tensor_kernels_init_avx512(struct tensor_kernels *k);
 void tensor_kernels_init_amx(struct tensor_kernels *k); /* on top of a copy of the AVX-512 table */
-/* The K-quant whole products on AMX (vec_dot_k_amx.c): Q6_K, on the table
- * tensor_kernels_init_amx filled. */
+/* The K-quant whole products on AMX (vec_dot_k_amx.c): Q6_K, and Q4_K's
+ * mat-vec from repacked records, on the table tensor_kernels_init_amx
+ * filled (whose Q4_K products it keeps for the rest). */
 void tensor_kernels_init_amx_k(struct tensor_kernels *k);
 /* Shared by the AMX files: the calling thread's tiles configured for the
  * layout every AMX kernel uses (vec_dot_amx.c), kept from call to call; and

@@ -1559,6 +1559,5 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->repack_size[TENSOR_TYPE_Q5_0] = repack_size_q5_0;
     k->repack[TENSOR_TYPE_Q5_0] = repack_q5_0;
     k->rows_group = GROUP;
-    tensor_kernels_init_amx_k(k);
 }
 #endif

@@ -1,6 +1,7 @@
 /*
  * vec_dot_k_amx.c — Q6_K products of the AMX table: mat-vec on AVX-512 VNNI
- * from repacked records, mat-mat on AMX tiles from the file's rows.
+ * from repacked records, mat-mat on AMX tiles from the file's rows; and
+ * Q4_K's mat-vec from repacked records (below).
  *
  * Per 256-weight super-block b (sixteen sub-blocks k of 16 weights, q in
  * 0..63, int8 scales sc_k) the exact integer
@@ -292,6 +293,128 @@ static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t
     return true;
 }
 
+/* ---- Q4_K mat-vec from records ------------------------------------------ *
+ *
+ * Q4_K keeps the chain of vec_dot_amx.c: per super-block the exact
+ * S_b = sum_j sc_j (q . y over 32-weight sub-block j) and
+ * M_b = sum_j m_j ysum_j, then y = fma((float)S_b, d d_y, y) and
+ * y = fma((float)M_b, -(dmin d_y), y). Its mat-mat and its products without
+ * a panel stay those of that file. A record (sixteen rows, one super-block,
+ * the file's 144 bytes per row):
+ *
+ *     offset  size  what
+ *          0  2048  32 lines: line L holds each row's qs[4L .. 4L + 3] at
+ *                   4 r: low nibbles of sub-block 2 (L / 8), high ones of
+ *                   sub-block 2 (L / 8) + 1
+ *       2048   192  the rows' 12 scale bytes as three 32-bit words, word w
+ *                   of row r at 64 w + 4 r
+ *       2240    32  d[r], f16
+ *       2272    32  dmin[r], f16
+ */
+enum { K4_SCW = 2048, K4_D = 2240, K4_DMIN = 2272, Q4K_REC = 2304 };
+
+/* The table's Q4_K whole product from the file's rows (vec_dot_amx.c). */
+static bool (*q4_K_from_rows)(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys);
+
+static size_t repack_size_q4_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q4K_REC;
+}
+
+static void repack_q4_K(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK_K, groups = (w->rows + GROUP - 1) / GROUP;
+    memset(dst, 0, repack_size_q4_K(w->rows, w->cols));
+    for (int64_t g = 0; g < groups; g++)
+        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
+            const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q4K_REC;
+                for (int L = 0; L < 32; L++) memcpy(rec + 64 * L + 4 * r, x[b].qs + 4 * L, 4);
+                for (int i = 0; i < 3; i++) memcpy(rec + K4_SCW + 64 * i + 4 * r, x[b].scales + 4 * i, 4);
+                memcpy(rec + K4_D + 2 * r, &x[b].d, 2);
+                memcpy(rec + K4_DMIN + 2 * r, &x[b].dmin, 2);
+            }
+        }
+}
+
+static inline __m512 neg_ps(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* Mat-vec of one group's records against a Q8_K row (ysum: its eight
+ * 32-weight sums per super-block, int16): the sixteen rows in lanes, each
+ * row's scales and mins unpacked in its lane (k_scales_mins_words), the
+ * mins' sum by 16-bit products. */
+static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
+                             float *out) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
+    /* byte i of each 32-bit lane, zero-extended */
+    __m512i pick[4];
+    for (int i = 0; i < 4; i++)
+        pick[i] = _mm512_set4_epi32((int)(0x8080800Cu + i), (int)(0x80808008u + i), (int)(0x80808004u + i),
+                                    (int)(0x80808000u + i));
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += Q4K_REC) {
+        const int8_t *yq = y[b].qs;
+        const int16_t *ys = ysum + 8 * b;
+        __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
+        __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
+        __m512i sc[2], mn[2];
+        sc[0] = _mm512_and_si512(w0, lo6);
+        sc[1] = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
+        mn[0] = _mm512_and_si512(w1, lo6);
+        mn[1] = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
+        __m512i S = _mm512_setzero_si512();
+        for (int jp = 0; jp < 4; jp++) {
+            pf = prefetch_lines(pf, rec + (jp + 1) * (Q4K_REC / 4) + PF_AHEAD);
+            __m512i dl = _mm512_setzero_si512(), dh = dl;
+            for (int c = 0; c < 8; c++) {
+                __m512i q = _mm512_loadu_si512(rec + 64 * (8 * jp + c));
+                dl = _mm512_dpbusd_epi32(dl, _mm512_and_si512(q, m4), _mm512_set1_epi32(load_i32(yq + 64 * jp + 4 * c)));
+                dh = _mm512_dpbusd_epi32(dh, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
+                                         _mm512_set1_epi32(load_i32(yq + 64 * jp + 32 + 4 * c)));
+            }
+            int j = 2 * jp;
+            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dl, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4])));
+            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dh, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4 + 1])));
+        }
+        /* mins in 16-bit pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) */
+        __m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_and_si512(mn[0], w16),
+                                        _mm512_set1_epi32((int)((uint16_t)ys[0] | (uint32_t)(uint16_t)ys[2] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[0], 8), w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[1] | (uint32_t)(uint16_t)ys[3] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(mn[1], w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[4] | (uint32_t)(uint16_t)ys[6] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[1], 8), w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[5] | (uint32_t)(uint16_t)ys[7] << 16)));
+        __m512 dy = _mm512_set1_ps(y[b].d);
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
+        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dy), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dy)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+/* Q4_K: a mat-vec of repacked weights from their records, anything else
+ * from the file's rows. */
+static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (n_tok > 1 || !w->panel) return q4_K_from_rows(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = r0; g < r1; g += GROUP) {
+        int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
+        float out[GROUP];
+        recs_matvec_q4_K((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+    }
+    return true;
+}
+
 void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
     k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K_amx;
     k->vec_dot_x2[TENSOR_TYPE_Q6_K] = NULL;
@@ -299,5 +422,11 @@ void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
     k->rows_product[TENSOR_TYPE_Q6_K] = rows_product_q6_K;
     k->repack_size[TENSOR_TYPE_Q6_K] = repack_size_q6_K;
     k->repack[TENSOR_TYPE_Q6_K] = repack_q6_K;
+    if (k->rows_product[TENSOR_TYPE_Q4_K]) {
+        q4_K_from_rows = k->rows_product[TENSOR_TYPE_Q4_K];
+        k->rows_product[TENSOR_TYPE_Q4_K] = rows_product_q4_K;
+        k->repack_size[TENSOR_TYPE_Q4_K] = repack_size_q4_K;
+        k->repack[TENSOR_TYPE_Q4_K] = repack_q4_K;
+    }
 }
 #endif
