@@ -272,6 +272,41 @@ TEST(activation_quantizers_equal_reference) {
     mem_free(x);
 }
 
+/* Q8_K's quantizer on finite super-blocks (the case the SIMD quantizers
+ * take themselves; a value that is not finite sends its super-block to the
+ * reference): the largest magnitude twice with both signs, in either
+ * order (the first decides the sign of the scale), d = 1 exactly and
+ * values on ties (k + 0.5) and just below, all zeros of both signs,
+ * subnormals, and random values with an outlier. Byte for byte against the
+ * reference, every table. */
+TEST(q8_K_quantizer_equals_reference_on_ties_and_signs) {
+    enum { NSB = 7, N = NSB * QK_K };
+    uint64_t rng = 99;
+    float *x = random_floats(N, &rng);
+    for (int i = 0; i < QK_K; i++) x[i] = (float)(i % 64 - 32) + 0.5f;
+    x[10] = -127.0f, x[200] = 127.0f; /* iscale = 1: the quants are x rounded, ties to even */
+    for (int i = 0; i < QK_K; i++) x[QK_K + i] = nextafterf((float)(i % 120) + 0.5f, 0.0f);
+    x[QK_K + 5] = 127.0f, x[QK_K + 6] = -127.0f;
+    for (int i = 0; i < QK_K; i++) x[2 * QK_K + i] = (i & 1) ? -0.0f : 0.0f;
+    for (int i = 0; i < QK_K; i++) x[3 * QK_K + i] = (float)(i % 31 - 15) * 1e-44f;
+    x[4 * QK_K + 77] = -40.0f;
+    for (int i = 0; i < QK_K; i++) x[5 * QK_K + i] = (float)(i % 17) * 0.25f - 2.0f; /* max first at its lowest */
+    const struct tensor_kernels *ref = tensor_kernels_get(TENSOR_ISA_SCALAR);
+    size_t bytes = tensor_row_size(TENSOR_TYPE_Q8_K, N);
+    uint8_t *a = mem_alloc_aligned(bytes), *b = mem_alloc_aligned(bytes);
+    ref->quantize[TENSOR_TYPE_Q8_K](x, a, N);
+    for (int isa = 1; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        memset(b, 0x55, bytes);
+        k->quantize[TENSOR_TYPE_Q8_K](x, b, N);
+        for (int sb = 0; sb < NSB; sb++)
+            CHECK_MSG(memcmp(a + sb * sizeof(block_q8_K), b + sb * sizeof(block_q8_K), sizeof(block_q8_K)) == 0,
+                      "%s Q8_K super-block %d differs from the reference", k->name, sb);
+    }
+    mem_free(a), mem_free(b), mem_free(x);
+}
+
 /* ---- every kernel of a table against its vec_dot, bit for bit ---------- */
 
 enum { CROSS_ROWS = 19, CROSS_TOKS = 21 }; /* a whole row group / token tile and a partial one */

@@ -19,10 +19,10 @@
  * of the sixteen rows, byte 4 r + i for row r's weight 4c + i, VNNI order:
  *
  *     offset  size  what
- *          0  2048  32 lines: line L has chunk L's low nibbles in its low
- *                   nibbles, chunk L + 32's in its high ones
- *       2048  1024  16 lines: line M has the top two bits of chunk
- *                   M + 16 j at bits 2j, 2j + 1 (j = 0..3)
+ *          0  3072  16 runs of three lines: run g holds chunks g, g + 16
+ *                   and g + 32 in the low six bits of its lines 0, 1, 2,
+ *                   and chunk g + 48 two bits at a time in their top bits
+ *                   (its bits 0-1 in line 0, 2-3 in line 1, 4-5 in line 2)
  *       3072   256  sc[k][r], int8
  *       3328    32  d[r], f16
  */
@@ -34,7 +34,7 @@
 #include "tensor/quants.h"
 
 enum { GROUP = 16, SUBS = QK_K / 16 };
-enum { R_HB = 2048, R_SC = 3072, R_D = 3328, Q6_REC = 3360 };
+enum { R_SC = 3072, R_D = 3328, Q6_REC = 3360 };
 /* A packed 16-token tile of Q8_K activations (vec_dot_amx.c's pack_q8_K):
  * per super-block 8 B tiles of 32 weights (8 x 64 bytes each), then the
  * tokens' d (floats), then sub-block sums this file does not use. */
@@ -95,15 +95,11 @@ static void rec_put_row(uint8_t *rec, int r, const block_q6_K *x) {
     __m512i v[4];
     q6_row_values(x, v);
     for (int j = 0; j < 4; j++) _mm512_store_si512(q + 64 * j, v[j]);
-    for (int L = 0; L < 32; L++)
-        for (int i = 0; i < 4; i++)
-            rec[64 * L + 4 * r + i] = (uint8_t)((q[4 * L + i] & 0x0F) | (q[4 * (L + 32) + i] & 0x0F) << 4);
-    for (int M = 0; M < 16; M++)
-        for (int i = 0; i < 4; i++) {
-            int hb = 0;
-            for (int j = 0; j < 4; j++) hb |= (q[4 * (M + 16 * j) + i] >> 4) << (2 * j);
-            rec[R_HB + 64 * M + 4 * r + i] = (uint8_t)hb;
-        }
+    for (int g = 0; g < 16; g++)
+        for (int l = 0; l < 3; l++)
+            for (int i = 0; i < 4; i++)
+                rec[64 * (3 * g + l) + 4 * r + i] =
+                    (uint8_t)(q[4 * (g + 16 * l) + i] | ((q[4 * (g + 48) + i] >> (2 * l)) & 3) << 6);
     for (int k = 0; k < SUBS; k++) rec[R_SC + GROUP * k + r] = (uint8_t)x->scales[k];
     memcpy(rec + R_D + 2 * r, &x->d, 2);
 }
@@ -139,12 +135,15 @@ static inline const uint8_t *prefetch_lines(const uint8_t *pf, const uint8_t *en
 enum { PF_AHEAD = 2048 }; /* bytes of records prefetched ahead of the product */
 
 
+/* (a & c) | (b & ~c), bit by bit */
+static inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
+
 /* Mat-vec of one group's records (nb super-blocks) against a Q8_K row: per
  * chunk one VNNI product of q (0..63) with four broadcast activation bytes
  * gives the sixteen rows' partial sums in sixteen lanes; per sub-block
  * 32 times its activation sum is taken off and the scale applied. */
 static void recs_matvec(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, float *out) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
     __m512 acc = _mm512_setzero_ps();
     const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
     for (int64_t b = 0; b < nb; b++, rec += Q6_REC) {
@@ -153,20 +152,19 @@ static void recs_matvec(const uint8_t *rec, int64_t nb, int nr, const block_q8_K
         __m512i S = _mm512_setzero_si512();
         for (int m = 0; m < 4; m++) {
             pf = prefetch_lines(pf, rec + (m + 1) * (Q6_REC / 4) + PF_AHEAD);
-            /* chunks 4m + i, +16, +32, +48: sub-blocks m, m + 4, m + 8, m + 12 */
+            /* chunks g, g + 16, g + 32, g + 48 for g = 4m + i: sub-blocks m, m + 4, m + 8, m + 12 */
             __m512i d0 = _mm512_setzero_si512(), d1 = d0, d2 = d0, d3 = d0;
             for (int i = 0; i < 4; i++) {
-                int M = 4 * m + i;
-                __m512i h = _mm512_loadu_si512(rec + R_HB + 64 * M);
-                __m512i n0 = _mm512_loadu_si512(rec + 64 * M), n1 = _mm512_loadu_si512(rec + 64 * (M + 16));
-                __m512i v0 = or_and(_mm512_and_si512(n0, m4), _mm512_slli_epi16(h, 4), m30);
-                __m512i v1 = or_and(_mm512_and_si512(n1, m4), _mm512_slli_epi16(h, 2), m30);
-                __m512i v2 = or_and(_mm512_and_si512(_mm512_srli_epi16(n0, 4), m4), h, m30);
-                __m512i v3 = or_and(_mm512_and_si512(_mm512_srli_epi16(n1, 4), m4), _mm512_srli_epi16(h, 2), m30);
-                d0 = _mm512_dpbusd_epi32(d0, v0, _mm512_set1_epi32(load_i32(yq + 4 * M)));
-                d1 = _mm512_dpbusd_epi32(d1, v1, _mm512_set1_epi32(load_i32(yq + 4 * (M + 16))));
-                d2 = _mm512_dpbusd_epi32(d2, v2, _mm512_set1_epi32(load_i32(yq + 4 * (M + 32))));
-                d3 = _mm512_dpbusd_epi32(d3, v3, _mm512_set1_epi32(load_i32(yq + 4 * (M + 48))));
+                int g = 4 * m + i;
+                const uint8_t *run = rec + 64 * 3 * g;
+                __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64);
+                __m512i l2 = _mm512_loadu_si512(run + 128);
+                __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+                v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+                d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(l0, m6), _mm512_set1_epi32(load_i32(yq + 4 * g)));
+                d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(l1, m6), _mm512_set1_epi32(load_i32(yq + 4 * (g + 16))));
+                d2 = _mm512_dpbusd_epi32(d2, _mm512_and_si512(l2, m6), _mm512_set1_epi32(load_i32(yq + 4 * (g + 32))));
+                d3 = _mm512_dpbusd_epi32(d3, v3, _mm512_set1_epi32(load_i32(yq + 4 * (g + 48))));
             }
             const __m512i d[4] = {d0, d1, d2, d3};
             for (int j = 0; j < 4; j++) {
