@@ -261,12 +261,16 @@ static bool rows_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const
     return true;
 }
 
-/* One group: mat-vec from the repacked records, or (no panel) from records
- * made of the file's rows for this call; mat-mat from the file's rows. */
-static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+static bool recs_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *xq, size_t xq_row,
+                        const uint8_t *packed, int64_t n_tok, float *y, int64_t ys);
+
+/* One group from the repacked records, or (no panel) mat-vec from records
+ * made of the file's rows for this call and mat-mat from the file's rows. */
+static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                                const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK_K;
+    if (n_tok > 1 && w->panel) return recs_matmat(w, r0, nr, xq, xq_row, packed, n_tok, y, ys);
     if (n_tok > 1) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
     const uint8_t *rec;
     if (w->panel) {
@@ -285,9 +289,8 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
 
 static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
-    (void)xq_row;
     for (int64_t g = r0; g < r1; g += GROUP)
-        if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, packed, n_tok, y, ys)) return false;
+        if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, xq_row, packed, n_tok, y, ys)) return false;
     return true;
 }
 
@@ -398,14 +401,180 @@ static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block
     for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-/* Q4_K: a mat-vec of repacked weights from their records, anything else
- * from the file's rows. */
+/* ---- mat-mat from records (Q6_K, Q4_K) ----------------------------------- *
+ *
+ * The weights are the B operand of the tile products and the tokens the A
+ * operand, so that a record's chunks are B-tile rows as they are (VNNI
+ * order). A: sixteen tokens' quants of one 32-weight part of a super-block,
+ * read straight from the quantized rows (a row stride apart; the rows of
+ * Q8_K activations are always written, this table having no quantize_tile
+ * for them), a last partial tile from a copy padded with zeros. B: per
+ * 32-weight part (Q4_K's sub-block, two Q6_K sub-blocks) the group's
+ * weights unpacked once per call, a Q6_K sub-block's q - 32 in one half of
+ * the part's 32 K values and zeros in the other. A result tile holds one
+ * token per row, the sixteen weight rows across: each token's chain runs
+ * in the lanes of one vector, scales and d as vectors of the rows. */
+
+enum { Q8K_QS = 4 }; /* the quants' offset in a block_q8_K */
+
+/* The group's weights at rec as B tiles, nb super-blocks: Q6_K 16 tiles
+ * (8 KiB) per super-block, Q4_K 8 (4 KiB). */
+static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i off = _mm512_set1_epi8(32), zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += SUBS * 512) {
+        for (int k = 0; k < SUBS; k++)
+            for (int i = 0; i < 4; i++) _mm512_store_si512(bp + 512 * k + 256 * (1 - k % 2) + 64 * i, zero);
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *run = rec + 64 * 3 * g;
+            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
+            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            for (int j = 0; j < 4; j++) {
+                int c = g + 16 * j, k = c / 4;
+                _mm512_store_si512(bp + 512 * k + 256 * (k % 2) + 64 * (c % 4), _mm512_sub_epi8(v[j], off));
+            }
+        }
+    }
+}
+
+static void unpack_b_q4_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++, rec += Q4K_REC, bp += 8 * 512)
+        for (int L = 0; L < 32; L++) {
+            __m512i q = _mm512_loadu_si512(rec + 64 * L);
+            int jp = L / 8, c = L % 8;
+            _mm512_store_si512(bp + 512 * (2 * jp) + 64 * c, _mm512_and_si512(q, m4));
+            _mm512_store_si512(bp + 512 * (2 * jp + 1) + 64 * c, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+        }
+}
+
+/* Q4_K's scales and mins of one record, unpacked in the rows' lanes:
+ * sc[j] and mn[j] (j = 0..7) as 32-bit integers. */
+static inline void q4_K_rec_scales(const uint8_t *rec, __m512i sc[8], __m512i mn[8]) {
+    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i hi2 = _mm512_set1_epi32(0x30303030), byte = _mm512_set1_epi32(0xFF);
+    __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
+    __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
+    __m512i s03 = _mm512_and_si512(w0, lo6), s47 = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
+    __m512i m03 = _mm512_and_si512(w1, lo6);
+    __m512i m47 = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
+    for (int i = 0; i < 4; i++) {
+        sc[i] = _mm512_and_si512(_mm512_srli_epi32(s03, 8 * i), byte);
+        sc[i + 4] = _mm512_and_si512(_mm512_srli_epi32(s47, 8 * i), byte);
+        mn[i] = _mm512_and_si512(_mm512_srli_epi32(m03, 8 * i), byte);
+        mn[i + 4] = _mm512_and_si512(_mm512_srli_epi32(m47, 8 * i), byte);
+    }
+}
+
+#define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+
+/* Mat-mat of the group at r0 (nr rows, repacked Q6_K or Q4_K) against the
+ * n_tok quantized rows at xq (xq_row bytes apart) and their packed tiles
+ * (for the tokens' d and, Q4_K, sub-block sums). */
+static bool recs_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *xq, size_t xq_row,
+                        const uint8_t *packed, int64_t n_tok, float *y, int64_t ys) {
+    const bool q6 = w->type == TENSOR_TYPE_Q6_K;
+    const int64_t nb = w->cols / QK_K;
+    const size_t rec_bytes = q6 ? Q6_REC : Q4K_REC, b_bytes = q6 ? SUBS * 512 : 8 * 512;
+    const size_t tail_bytes = (GROUP * xq_row + 63) & ~(size_t)63;
+    uint8_t *buf = tensor_amx_scratch((size_t)nb * b_bytes + tail_bytes);
+    if (!buf) return false;
+    uint8_t *bp = buf, *tail = buf + (size_t)nb * b_bytes;
+    const uint8_t *rec0 = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
+    if (q6) unpack_b_q6_K(rec0, nb, bp);
+    else unpack_b_q4_K(rec0, nb, bp);
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    tensor_amx_configure();
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *a = xq + (size_t)t0 * xq_row;
+        if (nt < GROUP) { /* the tile's tokens past the last: zeros */
+            memcpy(tail, a, (size_t)nt * xq_row);
+            memset(tail + (size_t)nt * xq_row, 0, (size_t)(GROUP - nt) * xq_row);
+            a = tail;
+        }
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        __m512 acc[GROUP];
+        for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *rec = rec0 + (size_t)b * rec_bytes, *bb = bp + (size_t)b * b_bytes;
+            const uint8_t *ab = a + (size_t)b * sizeof(block_q8_K) + Q8K_QS, *tb = tile + (size_t)b * K_TILE_BYTES;
+            const float *dy = (const float *)(tb + 8 * 512);
+            __m512i S[GROUP];
+            for (int t = 0; t < GROUP; t++) S[t] = _mm512_setzero_si512();
+            if (q6) {
+                for (int j = 0; j < 8; j++) { /* sub-blocks 2j, 2j + 1: the part's two halves */
+                    TILE_LOAD(1, ab + 32 * j, xq_row);
+                    TILE_LOAD(2, bb + 512 * (2 * j), 64);
+                    TILE_ZERO(0);
+                    TILE_DPBSSD(0, 1, 2);
+                    TILE_LOAD(5, bb + 512 * (2 * j + 1), 64);
+                    TILE_ZERO(3);
+                    TILE_DPBSSD(3, 1, 5);
+                    TILE_STORE(0, c0, 64);
+                    TILE_STORE(3, c1, 64);
+                    __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j))));
+                    __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j + 1))));
+                    for (int t = 0; t < GROUP; t++) {
+                        if (t >= nt) break;
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), s0));
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), s1));
+                    }
+                }
+                __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+                for (int t = 0; t < nt; t++)
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+                continue;
+            }
+            __m512i sc[8], mn[8];
+            q4_K_rec_scales(rec, sc, mn);
+            for (int j = 0; j < 8; j += 2) {
+                TILE_LOAD(1, ab + 32 * j, xq_row);
+                TILE_LOAD(2, bb + 512 * j, 64);
+                TILE_ZERO(0);
+                TILE_DPBSUD(0, 1, 2);
+                TILE_LOAD(4, ab + 32 * (j + 1), xq_row);
+                TILE_LOAD(5, bb + 512 * (j + 1), 64);
+                TILE_ZERO(3);
+                TILE_DPBSUD(3, 4, 5);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(3, c1, 64);
+                for (int t = 0; t < GROUP; t++) {
+                    if (t >= nt) break;
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), sc[j]));
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), sc[j + 1]));
+                }
+            }
+            const int32_t *bs = (const int32_t *)(tb + 8 * 512 + 64); /* [j][t] */
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
+            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
+            for (int t = 0; t < nt; t++) {
+                __m512i M = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(mn[j], _mm512_set1_epi32(bs[16 * j + t])));
+                __m512 dyt = _mm512_set1_ps(dy[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, dyt), acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dyt)), acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0, rows, acc[t]);
+    }
+    return true;
+}
+
+/* Q4_K: repacked weights from their records, others from the file's rows. */
 static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
-    if (n_tok > 1 || !w->panel) return q4_K_from_rows(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    if (!w->panel) return q4_K_from_rows(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int64_t nb = w->cols / QK_K;
     for (int64_t g = r0; g < r1; g += GROUP) {
         int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
+        if (n_tok > 1) {
+            if (!recs_matmat(w, g, nr, xq, xq_row, packed, n_tok, y, ys)) return false;
+            continue;
+        }
         float out[GROUP];
         recs_matvec_q4_K((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, nr, xq, packed, out);
         for (int r = 0; r < nr; r++) y[g + r] = out[r];
