@@ -261,8 +261,8 @@ static bool rows_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const
     return true;
 }
 
-static bool recs_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *xq, size_t xq_row,
-                        const uint8_t *packed, int64_t n_tok, float *y, int64_t ys);
+static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
+                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf);
 
 /* One group from the repacked records, or (no panel) mat-vec from records
  * made of the file's rows for this call and mat-mat from the file's rows. */
@@ -270,7 +270,9 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
                                const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK_K;
-    if (n_tok > 1 && w->panel) return recs_matmat(w, r0, nr, xq, xq_row, packed, n_tok, y, ys);
+    if (n_tok > 1 && w->panel)
+        return recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC, nb, r0, nr,
+                           xq, xq_row, packed, n_tok, y, ys, NULL);
     if (n_tok > 1) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
     const uint8_t *rec;
     if (w->panel) {
@@ -294,14 +296,15 @@ static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t
     return true;
 }
 
-/* ---- Q4_K mat-vec from records ------------------------------------------ *
+/* ---- Q4_K and Q5_K from records ------------------------------------------ *
  *
  * Q4_K keeps the chain of vec_dot_amx.c: per super-block the exact
  * S_b = sum_j sc_j (q . y over 32-weight sub-block j) and
  * M_b = sum_j m_j ysum_j, then y = fma((float)S_b, d d_y, y) and
- * y = fma((float)M_b, -(dmin d_y), y). Its mat-mat and its products without
- * a panel stay those of that file. A record (sixteen rows, one super-block,
- * the file's 144 bytes per row):
+ * y = fma((float)M_b, -(dmin d_y), y); its products without a panel stay
+ * those of that file. Q5_K has the same chain with q in 0..31 (a nibble
+ * and a fifth bit). A Q4_K record (sixteen rows, one super-block, the
+ * file's 144 bytes per row):
  *
  *     offset  size  what
  *          0  2048  32 lines: line L holds each row's qs[4L .. 4L + 3] at
@@ -313,6 +316,71 @@ static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t
  *       2272    32  dmin[r], f16
  */
 enum { K4_SCW = 2048, K4_D = 2240, K4_DMIN = 2272, Q4K_REC = 2304 };
+/* A Q5_K record (the file's 176 bytes per row) is a Q4_K record, then 64
+ * masks of fifth bits: bit 4 r + i of mask 2L (2L + 1) is the fifth bit of
+ * row r's weight in the low (high) nibble of byte 4 r + i of line L. */
+enum { K5_HB = Q4K_REC, Q5K_REC = Q4K_REC + 64 * 8 };
+
+static inline size_t k45_rec(bool q5) { return q5 ? Q5K_REC : Q4K_REC; }
+
+static void vec_dot_q5_K_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            uint8_t sc, m;
+            k_scale_min(j, x[b].scales, &sc, &m);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; l++) {
+                uint8_t q = x[b].qs[32 * (j / 2) + l];
+                int v = (j % 2 ? q >> 4 : q & 0x0F) | ((x[b].qh[l] >> j) & 1) << 4;
+                dot += v * y[b].qs[32 * j + l];
+            }
+            S += sc * dot;
+            M += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * y[b].d, acc);
+        acc = fmaf((float)M, -(f16t(x[b].dmin) * y[b].d), acc);
+    }
+    *s = acc;
+}
+
+/* Row r's super-block (a block_q4_K, or with q5 a block_q5_K) into record
+ * rec (a Q5_K record's masks zero before its first row). */
+static void rec_put_row_k45(uint8_t *rec, int r, const uint8_t *blk, bool q5) {
+    const uint8_t *qs = blk + 4 + K_SCALE_SIZE + (q5 ? QK_K / 8 : 0), *qh = blk + 4 + K_SCALE_SIZE;
+    for (int L = 0; L < 32; L++) memcpy(rec + 64 * L + 4 * r, qs + 4 * L, 4);
+    for (int i = 0; i < 3; i++) memcpy(rec + K4_SCW + 64 * i + 4 * r, blk + 4 + 4 * i, 4);
+    memcpy(rec + K4_D + 2 * r, blk, 2);
+    memcpy(rec + K4_DMIN + 2 * r, blk + 2, 2);
+    if (!q5) return;
+    for (int L = 0; L < 32; L++)
+        for (int h = 0; h < 2; h++) {
+            int jp = L / 8, c = L % 8, bit = 2 * jp + h;
+            uint64_t m;
+            memcpy(&m, rec + K5_HB + 8 * (2 * L + h), 8);
+            for (int i = 0; i < 4; i++) m |= (uint64_t)((qh[4 * c + i] >> bit) & 1) << (4 * r + i);
+            memcpy(rec + K5_HB + 8 * (2 * L + h), &m, 8);
+        }
+}
+
+/* Rows [r0, r0 + nr) (nr <= GROUP) of w (Q4_K or Q5_K) into one group's records. */
+static void recs_put_group_k45(const struct tensor_matrix *w, int64_t r0, int nr, uint8_t *recs) {
+    const bool q5 = w->type == TENSOR_TYPE_Q5_K;
+    const size_t bb = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K), rb = k45_rec(q5);
+    int64_t nb = w->cols / QK_K;
+    memset(recs, 0, (size_t)nb * rb);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
+        for (int64_t b = 0; b < nb; b++) rec_put_row_k45(recs + (size_t)b * rb, r, row + (size_t)b * bb, q5);
+    }
+}
+
+static size_t repack_size_q5_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q5K_REC;
+}
 
 /* The table's Q4_K whole product from the file's rows (vec_dot_amx.c). */
 static bool (*q4_K_from_rows)(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
@@ -322,32 +390,29 @@ static size_t repack_size_q4_K(int64_t rows, int64_t cols) {
     return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q4K_REC;
 }
 
-static void repack_q4_K(const struct tensor_matrix *w, void *dst) {
-    int64_t nb = w->cols / QK_K, groups = (w->rows + GROUP - 1) / GROUP;
-    memset(dst, 0, repack_size_q4_K(w->rows, w->cols));
-    for (int64_t g = 0; g < groups; g++)
-        for (int r = 0; r < GROUP && g * GROUP + r < w->rows; r++) {
-            const block_q4_K *x = (const block_q4_K *)((const uint8_t *)w->data + (size_t)(g * GROUP + r) * w->row_bytes);
-            for (int64_t b = 0; b < nb; b++) {
-                uint8_t *rec = (uint8_t *)dst + (size_t)(g * nb + b) * Q4K_REC;
-                for (int L = 0; L < 32; L++) memcpy(rec + 64 * L + 4 * r, x[b].qs + 4 * L, 4);
-                for (int i = 0; i < 3; i++) memcpy(rec + K4_SCW + 64 * i + 4 * r, x[b].scales + 4 * i, 4);
-                memcpy(rec + K4_D + 2 * r, &x[b].d, 2);
-                memcpy(rec + K4_DMIN + 2 * r, &x[b].dmin, 2);
-            }
-        }
+/* Q4_K or Q5_K (w->type). */
+static void repack_k45(const struct tensor_matrix *w, void *dst) {
+    const size_t rb = k45_rec(w->type == TENSOR_TYPE_Q5_K);
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = 0; g * GROUP < w->rows; g++) {
+        int nr = w->rows - g * GROUP < GROUP ? (int)(w->rows - g * GROUP) : GROUP;
+        recs_put_group_k45(w, g * GROUP, nr, (uint8_t *)dst + (size_t)g * (size_t)nb * rb);
+    }
 }
 
 static inline __m512 neg_ps(__m512 x) {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u)));
 }
 
-/* Mat-vec of one group's records against a Q8_K row (ysum: its eight
- * 32-weight sums per super-block, int16): the sixteen rows in lanes, each
- * row's scales and mins unpacked in its lane (k_scales_mins_words), the
- * mins' sum by 16-bit products. */
-static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
-                             float *out) {
+/* Mat-vec of one group's records (Q4_K, or with q5 Q5_K) against a Q8_K
+ * row (ysum: its eight 32-weight sums per super-block, int16): the sixteen
+ * rows in lanes, each row's scales and mins unpacked in its lane
+ * (k_scales_mins_words), the mins' sum by 16-bit products. */
+static inline __attribute__((always_inline)) void recs_matvec_k45(const uint8_t *rec, int64_t nb, int nr,
+                                                                    const block_q8_K *y, const int16_t *ysum, float *out,
+                                                                    const bool q5) {
+    const size_t rec_bytes = k45_rec(q5);
+    const __m512i fifth = _mm512_set1_epi8(0x10);
     const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
     const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
     /* byte i of each 32-bit lane, zero-extended */
@@ -357,7 +422,7 @@ static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block
                                     (int)(0x80808000u + i));
     __m512 acc = _mm512_setzero_ps();
     const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
-    for (int64_t b = 0; b < nb; b++, rec += Q4K_REC) {
+    for (int64_t b = 0; b < nb; b++, rec += rec_bytes) {
         const int8_t *yq = y[b].qs;
         const int16_t *ys = ysum + 8 * b;
         __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
@@ -369,13 +434,21 @@ static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block
         mn[1] = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
         __m512i S = _mm512_setzero_si512();
         for (int jp = 0; jp < 4; jp++) {
-            pf = prefetch_lines(pf, rec + (jp + 1) * (Q4K_REC / 4) + PF_AHEAD);
+            pf = prefetch_lines(pf, rec + (size_t)(jp + 1) * (rec_bytes / 4) + PF_AHEAD);
             __m512i dl = _mm512_setzero_si512(), dh = dl;
             for (int c = 0; c < 8; c++) {
-                __m512i q = _mm512_loadu_si512(rec + 64 * (8 * jp + c));
-                dl = _mm512_dpbusd_epi32(dl, _mm512_and_si512(q, m4), _mm512_set1_epi32(load_i32(yq + 64 * jp + 4 * c)));
-                dh = _mm512_dpbusd_epi32(dh, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4),
-                                         _mm512_set1_epi32(load_i32(yq + 64 * jp + 32 + 4 * c)));
+                int L = 8 * jp + c;
+                __m512i q = _mm512_loadu_si512(rec + 64 * L);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (q5) {
+                    uint64_t ml, mh;
+                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth); /* bit 4 is clear: add is or */
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+                }
+                dl = _mm512_dpbusd_epi32(dl, lo, _mm512_set1_epi32(load_i32(yq + 64 * jp + 4 * c)));
+                dh = _mm512_dpbusd_epi32(dh, hi, _mm512_set1_epi32(load_i32(yq + 64 * jp + 32 + 4 * c)));
             }
             int j = 2 * jp;
             S = _mm512_add_epi32(S, _mm512_mullo_epi32(dl, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4])));
@@ -401,7 +474,17 @@ static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block
     for (int r = 0; r < nr; r++) out[r] = res[r];
 }
 
-/* ---- mat-mat from records (Q6_K, Q4_K) ----------------------------------- *
+static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
+                             float *out) {
+    recs_matvec_k45(rec, nb, nr, y, ysum, out, false);
+}
+
+static void recs_matvec_q5_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
+                             float *out) {
+    recs_matvec_k45(rec, nb, nr, y, ysum, out, true);
+}
+
+/* ---- mat-mat from records (Q6_K, Q4_K, Q5_K) ------------------------------ *
  *
  * The weights are the B operand of the tile products and the tokens the A
  * operand, so that a record's chunks are B-tile rows as they are (VNNI
@@ -439,14 +522,22 @@ static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
     }
 }
 
-static void unpack_b_q4_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int64_t b = 0; b < nb; b++, rec += Q4K_REC, bp += 8 * 512)
+static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < nb; b++, rec += k45_rec(q5), bp += 8 * 512)
         for (int L = 0; L < 32; L++) {
             __m512i q = _mm512_loadu_si512(rec + 64 * L);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (q5) {
+                uint64_t ml, mh;
+                memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+            }
             int jp = L / 8, c = L % 8;
-            _mm512_store_si512(bp + 512 * (2 * jp) + 64 * c, _mm512_and_si512(q, m4));
-            _mm512_store_si512(bp + 512 * (2 * jp + 1) + 64 * c, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+            _mm512_store_si512(bp + 512 * (2 * jp) + 64 * c, lo);
+            _mm512_store_si512(bp + 512 * (2 * jp + 1) + 64 * c, hi);
         }
 }
 
@@ -470,21 +561,25 @@ static inline void q4_K_rec_scales(const uint8_t *rec, __m512i sc[8], __m512i mn
 
 #define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 
-/* Mat-mat of the group at r0 (nr rows, repacked Q6_K or Q4_K) against the
- * n_tok quantized rows at xq (xq_row bytes apart) and their packed tiles
- * (for the tokens' d and, Q4_K, sub-block sums). */
-static bool recs_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *xq, size_t xq_row,
-                        const uint8_t *packed, int64_t n_tok, float *y, int64_t ys) {
-    const bool q6 = w->type == TENSOR_TYPE_Q6_K;
-    const int64_t nb = w->cols / QK_K;
-    const size_t rec_bytes = q6 ? Q6_REC : Q4K_REC, b_bytes = q6 ? SUBS * 512 : 8 * 512;
-    const size_t tail_bytes = (GROUP * xq_row + 63) & ~(size_t)63;
-    uint8_t *buf = tensor_amx_scratch((size_t)nb * b_bytes + tail_bytes);
+/* Bytes of the work area of recs_matmat. */
+static size_t matmat_work_size(int type, int64_t nb, size_t xq_row) {
+    return (size_t)nb * (type == TENSOR_TYPE_Q6_K ? SUBS * 512 : 8 * 512) + ((GROUP * xq_row + 63) & ~(size_t)63);
+}
+
+/* Mat-mat of the group at r0 (nr rows; its records of type Q6_K, Q4_K or
+ * Q5_K at rec0, nb super-blocks) against the n_tok quantized rows at xq
+ * (xq_row bytes apart) and their packed tiles (for the tokens' d and the
+ * sub-block sums); buf: matmat_work_size bytes, 64-byte aligned, or NULL
+ * for this thread's scratch. */
+static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
+                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf) {
+    const bool q6 = type == TENSOR_TYPE_Q6_K, q5 = type == TENSOR_TYPE_Q5_K;
+    const size_t rec_bytes = q6 ? Q6_REC : k45_rec(q5), b_bytes = q6 ? SUBS * 512 : 8 * 512;
+    if (!buf) buf = tensor_amx_scratch(matmat_work_size(type, nb, xq_row));
     if (!buf) return false;
     uint8_t *bp = buf, *tail = buf + (size_t)nb * b_bytes;
-    const uint8_t *rec0 = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
     if (q6) unpack_b_q6_K(rec0, nb, bp);
-    else unpack_b_q4_K(rec0, nb, bp);
+    else unpack_b_k45(rec0, nb, bp, q5);
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
     tensor_amx_configure();
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
@@ -572,11 +667,43 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
     for (int64_t g = r0; g < r1; g += GROUP) {
         int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
         if (n_tok > 1) {
-            if (!recs_matmat(w, g, nr, xq, xq_row, packed, n_tok, y, ys)) return false;
+            if (!recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, g, nr,
+                             xq, xq_row, packed, n_tok, y, ys, NULL))
+                return false;
             continue;
         }
         float out[GROUP];
         recs_matvec_q4_K((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+    }
+    return true;
+}
+
+/* Q5_K: from the repacked records, or from records made of the file's rows
+ * for this call. */
+static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = r0; g < r1; g += GROUP) {
+        int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
+        const uint8_t *rec;
+        uint8_t *work = NULL;
+        if (w->panel) {
+            rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q5K_REC;
+        } else {
+            size_t recs_bytes = ((size_t)nb * Q5K_REC + 63) & ~(size_t)63;
+            uint8_t *buf = tensor_amx_scratch(recs_bytes + (n_tok > 1 ? matmat_work_size(w->type, nb, xq_row) : 0));
+            if (!buf) return false;
+            recs_put_group_k45(w, g, nr, buf);
+            rec = buf;
+            work = buf + recs_bytes;
+        }
+        if (n_tok > 1) {
+            if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work)) return false;
+            continue;
+        }
+        float out[GROUP];
+        recs_matvec_q5_K(rec, nb, nr, xq, packed, out);
         for (int r = 0; r < nr; r++) y[g + r] = out[r];
     }
     return true;
@@ -593,7 +720,13 @@ void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
         q4_K_from_rows = k->rows_product[TENSOR_TYPE_Q4_K];
         k->rows_product[TENSOR_TYPE_Q4_K] = rows_product_q4_K;
         k->repack_size[TENSOR_TYPE_Q4_K] = repack_size_q4_K;
-        k->repack[TENSOR_TYPE_Q4_K] = repack_q4_K;
+        k->repack[TENSOR_TYPE_Q4_K] = repack_k45;
     }
+    k->vec_dot[TENSOR_TYPE_Q5_K] = vec_dot_q5_K_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_K] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_K] = NULL;
+    k->rows_product[TENSOR_TYPE_Q5_K] = rows_product_q5_K;
+    k->repack_size[TENSOR_TYPE_Q5_K] = repack_size_q5_K;
+    k->repack[TENSOR_TYPE_Q5_K] = repack_k45;
 }
 #endif
