@@ -560,7 +560,7 @@ static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows,
 }
 
 TEST(matmul_equals_vec_dot_bit_for_bit) {
-    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q8_0,
+    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0,
                                 TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16,
                                 TENSOR_TYPE_F32};
     for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
