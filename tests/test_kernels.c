@@ -272,6 +272,41 @@ TEST(activation_quantizers_equal_reference) {
     mem_free(x);
 }
 
+/* Q8_K's quantizer on finite super-blocks (the case the SIMD quantizers
+ * take themselves; a value that is not finite sends its super-block to the
+ * reference): the largest magnitude twice with both signs, in either
+ * order (the first decides the sign of the scale), d = 1 exactly and
+ * values on ties (k + 0.5) and just below, all zeros of both signs,
+ * subnormals, and random values with an outlier. Byte for byte against the
+ * reference, every table. */
+TEST(q8_K_quantizer_equals_reference_on_ties_and_signs) {
+    enum { NSB = 7, N = NSB * QK_K };
+    uint64_t rng = 99;
+    float *x = random_floats(N, &rng);
+    for (int i = 0; i < QK_K; i++) x[i] = (float)(i % 64 - 32) + 0.5f;
+    x[10] = -127.0f, x[200] = 127.0f; /* iscale = 1: the quants are x rounded, ties to even */
+    for (int i = 0; i < QK_K; i++) x[QK_K + i] = nextafterf((float)(i % 120) + 0.5f, 0.0f);
+    x[QK_K + 5] = 127.0f, x[QK_K + 6] = -127.0f;
+    for (int i = 0; i < QK_K; i++) x[2 * QK_K + i] = (i & 1) ? -0.0f : 0.0f;
+    for (int i = 0; i < QK_K; i++) x[3 * QK_K + i] = (float)(i % 31 - 15) * 1e-44f;
+    x[4 * QK_K + 77] = -40.0f;
+    for (int i = 0; i < QK_K; i++) x[5 * QK_K + i] = (float)(i % 17) * 0.25f - 2.0f; /* max first at its lowest */
+    const struct tensor_kernels *ref = tensor_kernels_get(TENSOR_ISA_SCALAR);
+    size_t bytes = tensor_row_size(TENSOR_TYPE_Q8_K, N);
+    uint8_t *a = mem_alloc_aligned(bytes), *b = mem_alloc_aligned(bytes);
+    ref->quantize[TENSOR_TYPE_Q8_K](x, a, N);
+    for (int isa = 1; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        memset(b, 0x55, bytes);
+        k->quantize[TENSOR_TYPE_Q8_K](x, b, N);
+        for (int sb = 0; sb < NSB; sb++)
+            CHECK_MSG(memcmp(a + sb * sizeof(block_q8_K), b + sb * sizeof(block_q8_K), sizeof(block_q8_K)) == 0,
+                      "%s Q8_K super-block %d differs from the reference", k->name, sb);
+    }
+    mem_free(a), mem_free(b), mem_free(x);
+}
+
 /* ---- every kernel of a table against its vec_dot, bit for bit ---------- */
 
 enum { CROSS_ROWS = 19, CROSS_TOKS = 21 }; /* a whole row group / token tile and a partial one */
@@ -287,6 +322,8 @@ static bool same_bits(const struct tensor_kernels *k, const char *form, int type
 /* The two-row, tile and whole-product (rows_product) forms of one table
  * on CROSS_ROWS weight rows x CROSS_TOKS activation rows, each element
  * against the table's single-row vec_dot on the same two rows. */
+static void check_forms_on(const struct tensor_kernels *k, int type, int64_t n, const uint8_t *w, const uint8_t *a);
+
 static void check_table_forms(const struct tensor_kernels *k, int type, int64_t n, uint64_t *rng) {
     const struct type_traits *tt = tensor_type_traits(type);
     int vt = tt->vec_dot_type;
@@ -299,6 +336,16 @@ static void check_table_forms(const struct tensor_kernels *k, int type, int64_t 
         memcpy(a + (size_t)t * ab, row, ab);
         mem_free(row), mem_free(xf);
     }
+    check_forms_on(k, type, n, w, a);
+    mem_free(w), mem_free(a);
+}
+
+/* The forms of table k on the CROSS_ROWS weight rows w and CROSS_TOKS
+ * activation rows a (rows of n values, one after the other). */
+static void check_forms_on(const struct tensor_kernels *k, int type, int64_t n, const uint8_t *w, const uint8_t *a) {
+    const struct type_traits *tt = tensor_type_traits(type);
+    int vt = tt->vec_dot_type;
+    size_t rb = tensor_row_size(type, n), ab = vt == TENSOR_TYPE_F32 ? (size_t)n * sizeof(float) : tensor_row_size(vt, n);
     float ref[CROSS_TOKS][CROSS_ROWS], got[CROSS_TOKS][CROSS_ROWS];
     for (int t = 0; t < CROSS_TOKS; t++)
         for (int r = 0; r < CROSS_ROWS; r++) k->vec_dot[type](n, &ref[t][r], w + (size_t)r * rb, a + (size_t)t * ab);
@@ -359,7 +406,6 @@ static void check_table_forms(const struct tensor_kernels *k, int type, int64_t 
         }
         mem_free(panel);
     }
-    mem_free(w), mem_free(a);
 }
 
 TEST(table_kernel_forms_equal_vec_dot_bit_for_bit) {
@@ -375,6 +421,67 @@ TEST(table_kernel_forms_equal_vec_dot_bit_for_bit) {
             int nsz = bs == QK ? 5 : 3;
             for (int i = 0; i < nsz; i++) check_table_forms(k, type, (bs == 1 ? 1 : bs) * sz[i], &rng);
         }
+    }
+}
+
+/* Q5_0 and Q6_K at the ends of their ranges against the ends of their
+ * activations' (Q8_0: -127..127, Q8_K: -128..127), d = 1: a row's quants
+ * all 0 or all the largest (Q6_K: its scales all -128 or all 127), a
+ * token's activations all the lowest or all the highest (Q5_0: or mixed). Every dot is then an exact integer and so is
+ * every partial sum in float, in any order; the unsigned and offset tricks
+ * of the kernels must not overflow on the way. Every table's vec_dot gives
+ * the integer exactly, and every form of a table its vec_dot's bits. */
+TEST(q5_0_q6_K_extremes) {
+    enum { NB5 = 9, NB6 = 2 };
+    block_q5_0 w5[CROSS_ROWS][NB5];
+    block_q8_0 a5[CROSS_TOKS][NB5];
+    block_q6_K w6[CROSS_ROWS][NB6];
+    block_q8_K a6[CROSS_TOKS][NB6];
+    for (int r = 0; r < CROSS_ROWS; r++) {
+        bool top = r % 3 != 1, neg = r % 2;
+        for (int b = 0; b < NB5; b++) {
+            w5[r][b].d = fp32_to_fp16(1.0f);
+            memset(w5[r][b].qs, top ? 0xFF : 0, sizeof w5[r][b].qs);
+            memset(w5[r][b].qh, top ? 0xFF : 0, sizeof w5[r][b].qh);
+        }
+        for (int b = 0; b < NB6; b++) {
+            w6[r][b].d = fp32_to_fp16(1.0f);
+            memset(w6[r][b].ql, top ? 0xFF : 0, sizeof w6[r][b].ql);
+            memset(w6[r][b].qh, top ? 0xFF : 0, sizeof w6[r][b].qh);
+            memset(w6[r][b].scales, neg ? 0x80 : 0x7F, sizeof w6[r][b].scales);
+        }
+    }
+    for (int t = 0; t < CROSS_TOKS; t++) {
+        int8_t v = t % 2 ? 127 : -128;
+        for (int b = 0; b < NB5; b++) {
+            a5[t][b].d = fp32_to_fp16(1.0f);
+            for (int i = 0; i < QK; i++) a5[t][b].qs[i] = t % 4 == 2 ? (int8_t)(i % 3 ? -127 : 127) : v < 0 ? -127 : v;
+        }
+        for (int b = 0; b < NB6; b++) {
+            a6[t][b].d = 1.0f;
+            memset(a6[t][b].qs, (uint8_t)v, sizeof a6[t][b].qs);
+            for (int j = 0; j < QK_K / 16; j++) a6[t][b].bsums[j] = (int16_t)(16 * v);
+        }
+    }
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        bool ok = true;
+        for (int r = 0; r < CROSS_ROWS && ok; r++)
+            for (int t = 0; t < CROSS_TOKS && ok; t++) {
+                int64_t e5 = 0, e6 = 0;
+                for (int b = 0; b < NB5; b++)
+                    for (int i = 0; i < QK; i++) e5 += (int64_t)((r % 3 != 1 ? 31 : 0) - 16) * a5[t][b].qs[i];
+                for (int b = 0; b < NB6; b++)
+                    e6 += (int64_t)QK_K * ((r % 3 != 1 ? 63 : 0) - 32) * a6[t][b].qs[0] * (r % 2 ? -128 : 127);
+                float g5, g6;
+                k->vec_dot[TENSOR_TYPE_Q5_0](NB5 * QK, &g5, w5[r], a5[t]);
+                k->vec_dot[TENSOR_TYPE_Q6_K](NB6 * QK_K, &g6, w6[r], a6[t]);
+                CHECK_MSG(ok = g5 == (float)e5, "%s Q5_0 row %d tok %d: %.9g != %lld", k->name, r, t, g5, (long long)e5);
+                CHECK_MSG(ok = g6 == (float)e6, "%s Q6_K row %d tok %d: %.9g != %lld", k->name, r, t, g6, (long long)e6);
+            }
+        check_forms_on(k, TENSOR_TYPE_Q5_0, NB5 * QK, (const uint8_t *)w5, (const uint8_t *)a5);
+        check_forms_on(k, TENSOR_TYPE_Q6_K, NB6 * QK_K, (const uint8_t *)w6, (const uint8_t *)a6);
     }
 }
 
@@ -414,6 +521,22 @@ static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows,
         }
         mem_free(a);
     }
+    /* with the table's own layout of the weights (as a model's), the same Y */
+    if (k->repack[type]) {
+        void *panel = mem_alloc_aligned(k->repack_size[type](rows, cols));
+        float *yp = mem_alloc_aligned((size_t)(rows * n_tok) * sizeof(float));
+        struct tensor_matrix mp = m;
+        k->repack[type](&mp, panel);
+        mp.panel = panel;
+        CHECK_EQ_INT(tensor_matmul(pool, k, &mp, x, cols, yp, rows, n_tok, scratch), KVIK_OK);
+        for (int64_t i = 0; i < rows * n_tok && !bad; i++)
+            if (f32_to_bits(yp[i]) != f32_to_bits(y[i])) {
+                test_fail(__FILE__, __LINE__, "%s %s %lldx%lld repacked, %lld tokens, element %lld: %g != %g", k->name,
+                          tt->name, (long long)rows, (long long)cols, (long long)n_tok, (long long)i, yp[i], y[i]);
+                bad = 1;
+            }
+        mem_free(panel), mem_free(yp);
+    }
     /* tensor_matmul_add: the same Y, and ACC (a wider stride) plus Y */
     int64_t as = rows + 3;
     float *acc = random_floats(as * n_tok, &rng), *acc0 = mem_alloc_aligned((size_t)(as * n_tok) * sizeof(float));
@@ -437,8 +560,9 @@ static void check_matmul(const struct tensor_kernels *k, int type, int64_t rows,
 }
 
 TEST(matmul_equals_vec_dot_bit_for_bit) {
-    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q4_K,
-                                TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16,  TENSOR_TYPE_F32};
+    static const int types[] = {TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1, TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0,
+                                TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_F16,
+                                TENSOR_TYPE_F32};
     for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
         const struct tensor_kernels *k = tensor_kernels_get(isa);
         if (!k) continue;

@@ -42,6 +42,7 @@ static void init_tables(void) {
     if (g_supported[TENSOR_ISA_AVX512] && f->amx_int8) {
         g_tables[TENSOR_ISA_AMX] = g_tables[TENSOR_ISA_AVX512];
         tensor_kernels_init_amx(&g_tables[TENSOR_ISA_AMX]);
+        tensor_kernels_init_amx_k(&g_tables[TENSOR_ISA_AMX]);
         g_supported[TENSOR_ISA_AMX] = true;
     }
 #endif

@@ -16,6 +16,16 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k);
 void tensor_kernels_init_avx2(struct tensor_kernels *k);
 void tensor_kernels_init_avx512(struct tensor_kernels *k);
 void tensor_kernels_init_amx(struct tensor_kernels *k); /* on top of a copy of the AVX-512 table */
+/* The K-quant whole products on AMX (vec_dot_k_amx.c): Q6_K, and Q4_K's
+ * mat-vec from repacked records, on the table tensor_kernels_init_amx
+ * filled (whose Q4_K products it keeps for the rest). */
+void tensor_kernels_init_amx_k(struct tensor_kernels *k);
+/* Shared by the AMX files: the calling thread's tiles configured for the
+ * layout every AMX kernel uses (vec_dot_amx.c), kept from call to call; and
+ * the thread's scratch of at least bytes bytes (64-byte aligned, kept until
+ * the next call asks for more or the thread exits; NULL on no memory). */
+void tensor_amx_configure(void);
+uint8_t *tensor_amx_scratch(size_t bytes);
 #endif
 
 /* All 65536 half-precision values as floats (filled before any table is

@@ -1,6 +1,7 @@
 /*
- * vec_dot_amx.c — Q4_0, Q4_1, Q8_0 and Q4_K products on AMX tiles (Sapphire
- * Rapids and later), for mat-vec and mat-mat alike.
+ * vec_dot_amx.c — Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q4_K products on AMX
+ * tiles (Sapphire Rapids and later), for mat-vec and mat-mat alike (Q6_K,
+ * Q5_K and Q4_K's repacked records: vec_dot_k_amx.c).
  *
  * One tile product C += A B takes 16 weight rows x one 32-weight block (A,
  * 16 x 32 signed bytes) against up to 16 activation rows of the same block
@@ -91,6 +92,8 @@ static void configure_tiles(void) {
 static inline void configure(void) {
     if (!t_tiles_ready) configure_tiles();
 }
+
+void tensor_amx_configure(void) { configure(); }
 
 /* ---- reference: one row, the same chain, integers summed directly ---- */
 
@@ -276,6 +279,8 @@ static uint8_t *panel_get(size_t bytes) {
     }
     return t_panel;
 }
+
+uint8_t *tensor_amx_scratch(size_t bytes) { return panel_get(bytes); }
 
 
 /* The weights of the Q8_0 family (Q4_0, Q8_0) are the B operand of the
@@ -950,9 +955,60 @@ static inline __attribute__((always_inline)) void unpack_rec_q4(const uint8_t *r
 }
 
 /* What a tile pass multiplies: Q8_0 records (B tiles as they are, signed),
- * or Q4_0 / Q4_1 records unpacked into panel blocks (q - 8 signed; q
- * unsigned, with mins). */
-enum tile_kind { KIND_Q8, KIND_Q4_0, KIND_Q4_1 };
+ * or Q4_0 / Q4_1 / Q5_0 / Q5_1 records unpacked into panel blocks (q - 8,
+ * q - 16 signed; q unsigned, with mins). */
+enum tile_kind { KIND_Q8, KIND_Q4_0, KIND_Q4_1, KIND_Q5_0, KIND_Q5_1 };
+
+static inline bool kind_has_min(const enum tile_kind kind) { return kind == KIND_Q4_1 || kind == KIND_Q5_1; }
+
+/* ---- Q5_0 records ------------------------------------------------------ *
+ *
+ * Q5_0 (w = d (q - 16), q in 0..31: a nibble and a fifth bit) against Q8_0
+ * has the Q8 family's chain, with S_b = (q - 16) . y. A repacked record (one
+ * group of sixteen rows, one block) is a Q4 record's 256 bytes of nibbles
+ * (the same order), then eight 64-bit masks of fifth bits, then d[16] (f16,
+ * row order): bit 4 r + i of mask k is the fifth bit of row r's q[4k + i],
+ * so B-tile row k (chunk k's low nibbles for k < 4, chunk k - 4's high
+ * ones else) gains its fifth bits by one masked add. The same 22 bytes per
+ * row and block as the file. Q5_1 (w = d q + m, against Q8_1) has Q4_1's
+ * chain with q in 0..31; its record is Q5_0's with m[16] (f16) after d
+ * (24 bytes per row and block, as the file).
+ */
+enum { Q50_HB = 256, Q50_D = 256 + 64, Q50_REC = 256 + 64 + GROUP * 2 };
+enum { Q51_M = Q50_REC, Q51_REC = Q50_REC + GROUP * 2 };
+
+static inline size_t rec_size(const enum tile_kind kind) {
+    return kind == KIND_Q8     ? Q80_REC
+           : kind == KIND_Q4_1 ? Q41_REC
+           : kind == KIND_Q5_0 ? Q50_REC
+           : kind == KIND_Q5_1 ? Q51_REC
+                               : Q40_REC;
+}
+
+/* B-tile row k (0..7) of a Q5_0 record: q in 0..31, unsigned bytes. */
+static inline __m512i q5_rec_row(const uint8_t *rec, int k) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512i q = _mm512_loadu_si512(rec + 64 * (k & 3));
+    if (k >= 4) q = _mm512_srli_epi16(q, 4);
+    uint64_t hb;
+    memcpy(&hb, rec + Q50_HB + 8 * k, 8);
+    q = _mm512_and_si512(q, low);
+    return _mm512_mask_add_epi8(q, (__mmask64)hb, q, _mm512_set1_epi8(0x10)); /* bit 4 is clear: add is or */
+}
+
+/* A Q5_0 record as a panel block: the B tile of q - 16, then d[16] as
+ * floats; a Q5_1 record (has_min): the B tile of q, then d[16] and m[16]. */
+static inline void unpack_rec_q5(const uint8_t *rec, uint8_t *pb, bool has_min) {
+    const __m512i sixteen = _mm512_set1_epi8(has_min ? 0 : 16);
+    for (int k = 0; k < 8; k++) _mm512_store_si512(pb + 64 * k, _mm512_sub_epi8(q5_rec_row(rec, k), sixteen));
+    _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + Q50_D))));
+    if (has_min) _mm512_store_ps(pb + 576, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + Q51_M))));
+}
+
+static inline __attribute__((always_inline)) void unpack_rec(const uint8_t *rec, uint8_t *pb, const enum tile_kind kind) {
+    if (kind == KIND_Q5_0 || kind == KIND_Q5_1) unpack_rec_q5(rec, pb, kind == KIND_Q5_1);
+    else unpack_rec_q4(rec, pb, kind == KIND_Q4_1);
+}
 
 /* The float steps of one block for the tile's tokens: the block sums c
  * (16 tokens x 16 rows, int32); the rows' d from the Q8_0 record (f16) or
@@ -962,14 +1018,14 @@ static inline __attribute__((always_inline)) void block_chain(__m512 acc[GROUP],
                                                                const uint8_t *blk, int nt, const enum tile_kind kind) {
     __m512 d = kind == KIND_Q8 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wb + GROUP * 32)))
                                : _mm512_load_ps(wb + 512);
-    __m512 m = kind == KIND_Q4_1 ? _mm512_load_ps(wb + 576) : d;
+    __m512 m = kind_has_min(kind) ? _mm512_load_ps(wb + 576) : d;
 #pragma GCC unroll 16
     for (int t = 0; t < GROUP; t++) {
         if (t >= nt) continue;
         const float *dy = (const float *)(blk + tile_dy(t)), *sy = (const float *)(blk + tile_dy(t) + TILE_SY);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + GROUP * t)),
                                  _mm512_mul_ps(d, _mm512_set1_ps(*dy)), acc[t]);
-        if (kind == KIND_Q4_1) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(*sy), acc[t]);
+        if (kind_has_min(kind)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(*sy), acc[t]);
     }
 }
 
@@ -1020,8 +1076,8 @@ static inline __attribute__((always_inline)) void tile_pass(const struct tile_sr
                                                              int64_t ys, __mmask16 last_rows,
                                                              const enum tile_kind kind) {
     enum { UNPACK_AHEAD = 2 };
-    const size_t rec_bytes = kind == KIND_Q8 ? Q80_REC : kind == KIND_Q4_1 ? Q41_REC : Q40_REC;
-    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
+    const size_t rec_bytes = rec_size(kind);
+    const size_t tile_bytes = kind_has_min(kind) ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     const bool unpack = kind != KIND_Q8 && src->rec;
     const int64_t n = nb * ng;
     _Alignas(64) int32_t cs[4][GROUP * GROUP];
@@ -1038,7 +1094,7 @@ static inline __attribute__((always_inline)) void tile_pass(const struct tile_sr
         const uint8_t *r_ = rec + (size_t)(b) * rec_bytes;                                                \
         for (size_t o_ = 0; o_ < rec_bytes; o_ += 64)                                                     \
             _mm_prefetch((const char *)r_ + D_PF * rec_bytes + o_, _MM_HINT_T0);                          \
-        unpack_rec_q4(r_, P_AT(b), kind == KIND_Q4_1);                                                    \
+        unpack_rec(r_, P_AT(b), kind);                                                                    \
     } while (0)
 #define T_ISSUE(c, b)                                                                                     \
     do {                                                                                                  \
@@ -1046,7 +1102,7 @@ static inline __attribute__((always_inline)) void tile_pass(const struct tile_sr
         if ((a_issue += tile_bytes) == a_end) a_issue = tile;                                             \
         TILE_LOAD(2, W_AT(b), 64);                                                                        \
         TILE_ZERO(c);                                                                                     \
-        if (kind == KIND_Q4_1) TILE_DPBSUD(c, 1, 2);                                                      \
+        if (kind_has_min(kind)) TILE_DPBSUD(c, 1, 2);                                                     \
         else TILE_DPBSSD(c, 1, 2);                                                                        \
     } while (0)
 #define T_CHAIN(k, b)                                                                                     \
@@ -1102,7 +1158,7 @@ static inline __attribute__((always_inline)) void tiles(const struct tile_src *s
                                                          const enum tile_kind kind) {
     const int64_t ng = (nr + GROUP - 1) / GROUP;
     const __mmask16 last_rows = (__mmask16)((1u << (nr - (ng - 1) * GROUP)) - 1);
-    const size_t tile_bytes = kind == KIND_Q4_1 ? Q41_TILE_BYTES : Q80_TILE_BYTES;
+    const size_t tile_bytes = kind_has_min(kind) ? Q41_TILE_BYTES : Q80_TILE_BYTES;
     configure();
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * tile_bytes;
@@ -1155,27 +1211,40 @@ static bool rows_matmat_q4_1(const struct tensor_matrix *w, int64_t r0, int nr, 
  * before its product, so the float steps of earlier blocks run while the
  * records stream in); more tokens, one group (nr <= GROUP), its records
  * unpacked once into a panel every token tile reads. */
-static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
-                            float *y, int64_t ys, bool has_min) {
+static void q5_0_tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
+                       int64_t n_tok, float *y, int64_t ys) {
+    tiles(src, nb, r0, nr, packed, n_tok, y, ys, KIND_Q5_0);
+}
+
+static void q5_1_tiles(const struct tile_src *src, int64_t nb, int64_t r0, int nr, const uint8_t *packed,
+                       int64_t n_tok, float *y, int64_t ys) {
+    tiles(src, nb, r0, nr, packed, n_tok, y, ys, KIND_Q5_1);
+}
+
+/* Mat-mat from the records rec of the groups from r0 on (nr rows), kind
+ * Q4_0, Q4_1, Q5_0 or Q5_1: one token tile in one pass over all of them (each
+ * record unpacked into a ring just before its product, so the float steps
+ * of earlier blocks run while the records stream in); more tokens, one
+ * group (nr <= GROUP), its records unpacked once into a panel every token
+ * tile reads (panel: nb panel blocks, or NULL for this thread's buffer). */
+static bool recs_matmat(const uint8_t *rec, int64_t nb, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                        float *y, int64_t ys, enum tile_kind kind, uint8_t *panel) {
     enum { RING = 8 };
-    int64_t nb = w->cols / QK;
-    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
+    const size_t rec_bytes = rec_size(kind);
     void (*run)(const struct tile_src *, int64_t, int64_t, int, const uint8_t *, int64_t, float *, int64_t) =
-        has_min ? q4_1_tiles : q4_0_tiles;
-    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
+        kind == KIND_Q4_1 ? q4_1_tiles : kind == KIND_Q5_0 ? q5_0_tiles : kind == KIND_Q5_1 ? q5_1_tiles : q4_0_tiles;
     if (n_tok <= GROUP) {
         _Alignas(64) uint8_t ring[RING * Q4_PANEL_BLOCK];
         struct tile_src src = {.rec = rec, .panel = ring, .mask = RING - 1};
         run(&src, nb, r0, nr, packed, n_tok, y, ys);
         return true;
     }
-    uint8_t *panel = panel_get((size_t)nb * Q4_PANEL_BLOCK);
+    if (!panel) panel = panel_get((size_t)nb * Q4_PANEL_BLOCK);
     if (!panel) return false;
     for (int64_t b = 0; b < nb; b++) {
         for (size_t o = 0; o < rec_bytes; o += 64)
             _mm_prefetch((const char *)rec + (size_t)(b + 8) * rec_bytes + o, _MM_HINT_T0);
-        if (has_min) unpack_rec_q4(rec + (size_t)b * rec_bytes, panel + (size_t)b * Q4_PANEL_BLOCK, true);
-        else unpack_rec_q4(rec + (size_t)b * rec_bytes, panel + (size_t)b * Q4_PANEL_BLOCK, false);
+        unpack_rec(rec + (size_t)b * rec_bytes, panel + (size_t)b * Q4_PANEL_BLOCK, kind);
     }
     /* while the tiles work, the next group's records come in (the next
      * group is usually this thread's next, and past the end a prefetch
@@ -1183,6 +1252,15 @@ static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, c
     struct tile_src src = {.panel = panel, .mask = -1, .pf = rec + (size_t)nb * rec_bytes};
     run(&src, nb, r0, nr, packed, n_tok, y, ys);
     return true;
+}
+
+/* recs_matmat from the repacked weights of w (Q4_0 or Q4_1). */
+static bool panel_matmat_q4(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                            float *y, int64_t ys, bool has_min) {
+    int64_t nb = w->cols / QK;
+    const size_t rec_bytes = has_min ? Q41_REC : Q40_REC;
+    const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rec_bytes;
+    return recs_matmat(rec, nb, r0, nr, packed, n_tok, y, ys, has_min ? KIND_Q4_1 : KIND_Q4_0, NULL);
 }
 
 /* ---- repacked weights (tensor_matrix.panel) ----------------------------- *
@@ -1283,6 +1361,165 @@ static bool rows_product_q8_0_group(const struct tensor_matrix *w, int64_t r0, i
     return true;
 }
 
+/* ---- Q5_0 products (records above, before the tile passes) ------------ */
+
+static int32_t block_sum_q5_0(const block_q5_0 *x, const block_q8_0 *y) {
+    uint32_t qh;
+    memcpy(&qh, x->qh, 4);
+    int32_t s = 0;
+    for (int j = 0; j < QK / 2; j++) {
+        s += ((int)((x->qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - 16) * y->qs[j];
+        s += ((int)((x->qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16) * y->qs[j + QK / 2];
+    }
+    return s;
+}
+
+static int32_t sum_q5_0(const void *x, const block_q8_0 *y) { return block_sum_q5_0(x, y); }
+
+static void vec_dot_q5_0_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    *s = chain_q8_family(n, vx, sizeof(block_q5_0), vy, sum_q5_0);
+}
+
+static void vec_dot_q5_1_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_1 *x = vx;
+    const block_q8_1 *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK; b++) {
+        uint32_t qh;
+        memcpy(&qh, x[b].qh, 4);
+        int32_t S = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            S += (int)((x[b].qs[j] & 0x0F) | ((qh >> j) & 1) << 4) * y[b].qs[j];
+            S += (int)((x[b].qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) * y[b].qs[j + QK / 2];
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * f16t(y[b].d), acc);
+        acc = fmaf(f16t(x[b].m), f16t(y[b].s), acc);
+    }
+    *s = acc;
+}
+
+/* Row r's block into record rec (zeros before the first row goes in), a
+ * block_q5_0 or (has_min) a block_q5_1: chunk c of the nibbles is the
+ * block's qs[4c .. 4c + 3] as they are. */
+static void rec_put_row_q5(uint8_t *rec, int r, const uint8_t *blk, bool has_min) {
+    const block_q5_0 *x0 = (const block_q5_0 *)blk;
+    const block_q5_1 *x1 = (const block_q5_1 *)blk;
+    const uint8_t *qs = has_min ? x1->qs : x0->qs;
+    uint32_t qh;
+    memcpy(&qh, has_min ? x1->qh : x0->qh, 4);
+    for (int c = 0; c < 4; c++) memcpy(rec + 64 * c + 4 * r, qs + 4 * c, 4);
+    for (int k = 0; k < 8; k++) {
+        uint64_t m;
+        memcpy(&m, rec + Q50_HB + 8 * k, 8);
+        m |= (uint64_t)((qh >> (4 * k)) & 0xF) << (4 * r);
+        memcpy(rec + Q50_HB + 8 * k, &m, 8);
+    }
+    memcpy(rec + Q50_D + 2 * r, has_min ? &x1->d : &x0->d, 2);
+    if (has_min) memcpy(rec + Q51_M + 2 * r, &x1->m, 2);
+}
+
+/* Rows [r0, r0 + nr) (nr <= GROUP) of w (Q5_0 or Q5_1) into the records of one group. */
+static void recs_put_group_q5(const struct tensor_matrix *w, int64_t r0, int nr, uint8_t *recs) {
+    const bool has_min = w->type == TENSOR_TYPE_Q5_1;
+    const size_t rb = has_min ? Q51_REC : Q50_REC, bb = has_min ? sizeof(block_q5_1) : sizeof(block_q5_0);
+    int64_t nb = w->cols / QK;
+    memset(recs, 0, (size_t)nb * rb);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
+        for (int64_t b = 0; b < nb; b++) rec_put_row_q5(recs + (size_t)b * rb, r, row + (size_t)b * bb, has_min);
+    }
+}
+
+static size_t repack_size_q5_0(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q50_REC;
+}
+
+static size_t repack_size_q5_1(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK) * Q51_REC;
+}
+
+/* Q5_0 or Q5_1 (w->type). */
+static void repack_q5(const struct tensor_matrix *w, void *dst) {
+    const size_t rb = w->type == TENSOR_TYPE_Q5_1 ? Q51_REC : Q50_REC;
+    int64_t nb = w->cols / QK;
+    for (int64_t g = 0; g * GROUP < w->rows; g++) {
+        int nr = w->rows - g * GROUP < GROUP ? (int)(w->rows - g * GROUP) : GROUP;
+        recs_put_group_q5(w, g * GROUP, nr, (uint8_t *)dst + (size_t)g * (size_t)nb * rb);
+    }
+}
+
+/* Mat-vec of one group's records against a Q8_0 row (ysum: the sums of its
+ * blocks' quants): eight VNNI products of q in 0..31 with four broadcast
+ * activation bytes each, less 16 ysum, the sixteen rows in sixteen lanes.
+ * Q5_1 (has_min): against a Q8_1 row, no offset, and the mins' term. */
+static inline __attribute__((always_inline)) void recs_matvec_q5(const uint8_t *rec, int64_t nb, int nr,
+                                                                  const void *vy, const int32_t *ysum, float *out,
+                                                                  const bool has_min) {
+    const size_t rb = has_min ? Q51_REC : Q50_REC;
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *pf = line_ahead(rec, 2048);
+    for (int64_t b = 0; b < nb; b++, rec += rb) {
+        pf = prefetch_lines(pf, rec + rb + 2048);
+        const uint8_t *yq = has_min ? (const uint8_t *)((const block_q8_1 *)vy)[b].qs
+                                    : (const uint8_t *)((const block_q8_0 *)vy)[b].qs;
+        uint16_t yd = has_min ? ((const block_q8_1 *)vy)[b].d : ((const block_q8_0 *)vy)[b].d;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            s0 = _mm512_dpbusd_epi32(s0, q5_rec_row(rec, k), _mm512_set1_epi32(load_i32(yq + 4 * k)));
+            s1 = _mm512_dpbusd_epi32(s1, q5_rec_row(rec, k + 4), _mm512_set1_epi32(load_i32(yq + 16 + 4 * k)));
+        }
+        __m512i S = _mm512_add_epi32(s0, s1);
+        if (!has_min) S = _mm512_sub_epi32(S, _mm512_set1_epi32(ysum[b] * 16));
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + Q50_D)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(f16t(yd))), acc);
+        if (has_min) {
+            __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + Q51_M)));
+            acc = _mm512_fmadd_ps(m, _mm512_set1_ps(f16t(((const block_q8_1 *)vy)[b].s)), acc);
+        }
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+static void recs_matvec_q5_0(const uint8_t *rec, int64_t nb, int nr, const void *y, const int32_t *ysum, float *out) {
+    recs_matvec_q5(rec, nb, nr, y, ysum, out, false);
+}
+
+static void recs_matvec_q5_1(const uint8_t *rec, int64_t nb, int nr, const void *y, float *out) {
+    recs_matvec_q5(rec, nb, nr, y, NULL, out, true);
+}
+
+/* One group (Q5_0 or Q5_1): from the repacked records, or (no panel) from
+ * records made of the file's rows for this call. */
+static bool rows_product_q5_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq,
+                                  size_t xq_row, const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    (void)xq_row;
+    const bool has_min = w->type == TENSOR_TYPE_Q5_1;
+    const size_t rb = has_min ? Q51_REC : Q50_REC;
+    int nr = (int)(r1 - r0);
+    int64_t nb = w->cols / QK;
+    const uint8_t *rec;
+    uint8_t *panel = NULL;
+    if (w->panel) {
+        rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * rb;
+    } else {
+        panel = panel_get((size_t)nb * (Q4_PANEL_BLOCK + rb));
+        if (!panel) return false;
+        uint8_t *recs = panel + (size_t)nb * Q4_PANEL_BLOCK;
+        recs_put_group_q5(w, r0, nr, recs);
+        rec = recs;
+    }
+    if (n_tok == 1) {
+        float out[GROUP];
+        if (has_min) recs_matvec_q5_1(rec, nb, nr, xq, out);
+        else recs_matvec_q5_0(rec, nb, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+        return true;
+    }
+    return recs_matmat(rec, nb, r0, nr, packed, n_tok, y, ys, has_min ? KIND_Q5_1 : KIND_Q5_0, panel);
+}
+
 /* ---- whole products over any number of row groups ----------------------
  *
  * rows_product takes rows [r0, r1) from a group boundary on: the repacked
@@ -1337,6 +1574,18 @@ static bool rows_product_q8_0(const struct tensor_matrix *w, int64_t r0, int64_t
     return by_groups(rows_product_q8_0_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
 }
 
+/* Q5_0 or Q5_1 (w->type). */
+static bool rows_product_q5(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                            const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (one_pass(w, n_tok)) {
+        const bool has_min = w->type == TENSOR_TYPE_Q5_1;
+        int64_t nb = w->cols / QK;
+        return recs_matmat((const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * (has_min ? Q51_REC : Q50_REC),
+                           nb, r0, (int)(r1 - r0), packed, n_tok, y, ys, has_min ? KIND_Q5_1 : KIND_Q5_0, NULL);
+    }
+    return by_groups(rows_product_q5_group, w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+}
+
 void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->name = "avx512-amx";
     k->isa = TENSOR_ISA_AMX;
@@ -1372,6 +1621,18 @@ void tensor_kernels_init_amx(struct tensor_kernels *k) {
     k->repack[TENSOR_TYPE_Q4_1] = repack_q4_1;
     k->repack_size[TENSOR_TYPE_Q8_0] = repack_size_q8_0;
     k->repack[TENSOR_TYPE_Q8_0] = repack_q8_0;
+    k->vec_dot[TENSOR_TYPE_Q5_0] = vec_dot_q5_0_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_0] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_0] = NULL;
+    k->rows_product[TENSOR_TYPE_Q5_0] = rows_product_q5;
+    k->repack_size[TENSOR_TYPE_Q5_0] = repack_size_q5_0;
+    k->repack[TENSOR_TYPE_Q5_0] = repack_q5;
+    k->vec_dot[TENSOR_TYPE_Q5_1] = vec_dot_q5_1_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_1] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_1] = NULL;
+    k->rows_product[TENSOR_TYPE_Q5_1] = rows_product_q5;
+    k->repack_size[TENSOR_TYPE_Q5_1] = repack_size_q5_1;
+    k->repack[TENSOR_TYPE_Q5_1] = repack_q5;
     k->rows_group = GROUP;
 }
 #endif

@@ -13,6 +13,7 @@
  */
 #ifndef KVIK_NO_SIMD
 #include <immintrin.h>
+#include <math.h>
 
 #include "base/base.h"
 #include "tensor/quant_ref.h"
@@ -99,12 +100,66 @@ static void quantize_row_q8_1_avx512(const float *restrict x, void *restrict vy,
     }
 }
 
+/* Q8_K rows equal byte for byte to quantize_row_q8_K_ref: the first value
+ * of the largest magnitude gives iscale = -127 / max, each quant is the
+ * reference's magic-number rounding of iscale x (a product, then a sum:
+ * two roundings, as there), and the sixteen sums of sixteen quants come
+ * out of one transposing tree. A super-block holding a value that is not
+ * finite goes to the reference. */
+static void quantize_row_q8_K_avx512(const float *restrict x, void *restrict vy, int64_t n) {
+    block_q8_K *y = vy;
+    const __m512 sign = _mm512_set1_ps(-0.0f), inf = _mm512_set1_ps(INFINITY), magic = _mm512_set1_ps(12582912.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 v[16], m = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int j = 0; j < 16; j++) {
+            v[j] = _mm512_loadu_ps(x + 16 * j);
+            __m512 a = _mm512_andnot_ps(sign, v[j]);
+            bad |= _mm512_cmp_ps_mask(a, inf, _CMP_NLT_UQ); /* infinite or NaN */
+            m = _mm512_max_ps(m, a);
+        }
+        if (bad) {
+            quantize_row_q8_K_ref(x, &y[i], QK_K);
+            continue;
+        }
+        const float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = amax;
+        for (int j = 0; j < 16; j++) {
+            __mmask16 e = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, v[j]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (e) {
+                max = x[16 * j + __builtin_ctz(e)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 is = _mm512_set1_ps(iscale);
+        __m512i s[16];
+        for (int j = 0; j < 16; j++) {
+            __m512 f = _mm512_add_ps(_mm512_mul_ps(is, v[j]), magic);
+            __m512i q = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(f), _mm512_set1_epi32(0x007fffff)),
+                                         _mm512_set1_epi32(0x00400000));
+            q = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-128));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * j), _mm512_cvtepi32_epi8(q));
+            s[j] = q;
+        }
+        Q8_TREE16(__m512i, s, _mm512_add_epi32, _mm512_unpacklo_epi32, _mm512_unpackhi_epi32, _mm512_unpacklo_epi64,
+                  _mm512_unpackhi_epi64, _mm512_shuffle_i32x4);
+        _mm256_storeu_si256((__m256i *)y[i].bsums, _mm512_cvtepi32_epi16(s[0]));
+        y[i].d = 1 / iscale;
+    }
+}
+
 void tensor_kernels_init_avx512(struct tensor_kernels *k) {
     k->name = "avx512-vnni";
     k->isa = TENSOR_ISA_AVX512;
     fill_x86_kernels(k);
     k->quantize[TENSOR_TYPE_Q8_0] = quantize_row_q8_0_avx512;
     k->quantize[TENSOR_TYPE_Q8_1] = quantize_row_q8_1_avx512;
+    k->quantize[TENSOR_TYPE_Q8_K] = quantize_row_q8_K_avx512;
     k->quantize[TENSOR_TYPE_F16] = f16_from_float_avx512;
 }
 #endif

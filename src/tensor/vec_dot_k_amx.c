@@ -1,0 +1,732 @@
+/*
+ * vec_dot_k_amx.c — Q6_K products of the AMX table: mat-vec on AVX-512 VNNI
+ * from repacked records, mat-mat on AMX tiles from the file's rows; and
+ * Q4_K's mat-vec from repacked records (below).
+ *
+ * Per 256-weight super-block b (sixteen sub-blocks k of 16 weights, q in
+ * 0..63, int8 scales sc_k) the exact integer
+ *
+ *     S_b = sum_k sc_k * ((q - 32) . y over sub-block k)
+ *
+ * enters one chain per element, y = fma((float)S_b, d * d_y, y) for
+ * b = 0, 1, ... in order. S_b is exact whatever the order of its terms, so
+ * mat-vec, mat-mat and the single-row vec_dot_q6_K_amx give the same bits,
+ * whatever the batch. (The AVX-512 table sums the same terms in lanes of
+ * floats instead; each table is consistent with itself.)
+ *
+ * A record holds one group of sixteen rows and one super-block, 3360 bytes
+ * (the file's 210 per row). Chunk c (c = 0..63) is the weights 4c .. 4c + 3
+ * of the sixteen rows, byte 4 r + i for row r's weight 4c + i, VNNI order:
+ *
+ *     offset  size  what
+ *          0  3072  16 runs of three lines: run g holds chunks g, g + 16
+ *                   and g + 32 in the low six bits of its lines 0, 1, 2,
+ *                   and chunk g + 48 two bits at a time in their top bits
+ *                   (its bits 0-1 in line 0, 2-3 in line 1, 4-5 in line 2)
+ *       3072   256  sc[k][r], int8
+ *       3328    32  d[r], f16
+ */
+#ifndef KVIK_NO_SIMD
+#include <immintrin.h>
+#include <math.h>
+
+#include "tensor/kernels.h"
+#include "tensor/quants.h"
+
+enum { GROUP = 16, SUBS = QK_K / 16 };
+enum { R_SC = 3072, R_D = 3328, Q6_REC = 3360 };
+/* A packed 16-token tile of Q8_K activations (vec_dot_amx.c's pack_q8_K):
+ * per super-block 8 B tiles of 32 weights (8 x 64 bytes each), then the
+ * tokens' d (floats), then sub-block sums this file does not use. */
+enum { K_TILE_BYTES = 8 * 512 + 64 + 8 * 64 };
+
+static inline float f16t(uint16_t h) { return tensor_fp16_table[h]; }
+
+static inline int32_t load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Weight w (0..255) of a super-block, q in 0..63, read as quants.h lays
+ * the bits out. */
+static inline int q6_value(const block_q6_K *x, int w) {
+    int h = w / 128, l = w % 128;
+    const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+    int lo = l < 64 ? ql[l] & 0x0F : ql[l - 64] >> 4;
+    return lo | ((qh[l % 32] >> (2 * (l / 32))) & 3) << 4;
+}
+
+static void vec_dot_q6_K_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q6_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int32_t S = 0;
+        for (int k = 0; k < SUBS; k++) {
+            int32_t dot = 0;
+            for (int i = 0; i < 16; i++) dot += (q6_value(&x[b], 16 * k + i) - 32) * y[b].qs[16 * k + i];
+            S += x[b].scales[k] * dot;
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * y[b].d, acc);
+    }
+    *s = acc;
+}
+
+/* a | (b & c), bit by bit */
+static inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }
+
+/* The 256 weights of a super-block, q in 0..63, in order: v[j] holds
+ * weights 64 j .. 64 j + 63. */
+static inline void q6_row_values(const block_q6_K *x, __m512i v[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        __m512i a = _mm512_loadu_si512(x->ql + 64 * h);
+        __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+        hb = _mm512_mask_srli_epi16(hb, (__mmask32)0xFFFF0000u, hb, 2); /* the upper half's bits 2-3 and 6-7 */
+        v[2 * h] = or_and(_mm512_and_si512(a, m4), _mm512_slli_epi16(hb, 4), m30);
+        v[2 * h + 1] = or_and(_mm512_and_si512(_mm512_srli_epi16(a, 4), m4), hb, m30);
+    }
+}
+
+/* Row r's super-block x into record rec (zeros before the first row). */
+static void rec_put_row(uint8_t *rec, int r, const block_q6_K *x) {
+    _Alignas(64) uint8_t q[QK_K];
+    __m512i v[4];
+    q6_row_values(x, v);
+    for (int j = 0; j < 4; j++) _mm512_store_si512(q + 64 * j, v[j]);
+    for (int g = 0; g < 16; g++)
+        for (int l = 0; l < 3; l++)
+            for (int i = 0; i < 4; i++)
+                rec[64 * (3 * g + l) + 4 * r + i] =
+                    (uint8_t)(q[4 * (g + 16 * l) + i] | ((q[4 * (g + 48) + i] >> (2 * l)) & 3) << 6);
+    for (int k = 0; k < SUBS; k++) rec[R_SC + GROUP * k + r] = (uint8_t)x->scales[k];
+    memcpy(rec + R_D + 2 * r, &x->d, 2);
+}
+
+/* Rows [r0, r0 + nr) (nr <= GROUP) of w into the records of one group. */
+static void recs_put_group(const struct tensor_matrix *w, int64_t r0, int nr, uint8_t *recs) {
+    int64_t nb = w->cols / QK_K;
+    memset(recs, 0, (size_t)nb * Q6_REC);
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K *x = (const block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) rec_put_row(recs + (size_t)b * Q6_REC, r, &x[b]);
+    }
+}
+
+static size_t repack_size_q6_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q6_REC;
+}
+
+static void repack_q6_K(const struct tensor_matrix *w, void *dst) {
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = 0; g * GROUP < w->rows; g++) {
+        int nr = w->rows - g * GROUP < GROUP ? (int)(w->rows - g * GROUP) : GROUP;
+        recs_put_group(w, g * GROUP, nr, (uint8_t *)dst + (size_t)g * (size_t)nb * Q6_REC);
+    }
+}
+
+/* Prefetches the lines from pf up to end; returns where the next call starts. */
+static inline const uint8_t *prefetch_lines(const uint8_t *pf, const uint8_t *end) {
+    for (; pf < end; pf += 64) _mm_prefetch((const char *)pf, _MM_HINT_T0);
+    return pf;
+}
+
+enum { PF_AHEAD = 2048 }; /* bytes of records prefetched ahead of the product */
+
+
+/* (a & c) | (b & ~c), bit by bit */
+static inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
+
+/* Mat-vec of one group's records (nb super-blocks) against a Q8_K row: per
+ * chunk one VNNI product of q (0..63) with four broadcast activation bytes
+ * gives the sixteen rows' partial sums in sixteen lanes; per sub-block
+ * 32 times its activation sum is taken off and the scale applied. */
+static void recs_matvec(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, float *out) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC) {
+        const int8_t *yq = y[b].qs;
+        const int16_t *bs = y[b].bsums;
+        __m512i S = _mm512_setzero_si512();
+        for (int m = 0; m < 4; m++) {
+            pf = prefetch_lines(pf, rec + (m + 1) * (Q6_REC / 4) + PF_AHEAD);
+            /* chunks g, g + 16, g + 32, g + 48 for g = 4m + i: sub-blocks m, m + 4, m + 8, m + 12 */
+            __m512i d0 = _mm512_setzero_si512(), d1 = d0, d2 = d0, d3 = d0;
+            for (int i = 0; i < 4; i++) {
+                int g = 4 * m + i;
+                const uint8_t *run = rec + 64 * 3 * g;
+                __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64);
+                __m512i l2 = _mm512_loadu_si512(run + 128);
+                __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+                v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+                d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(l0, m6), _mm512_set1_epi32(load_i32(yq + 4 * g)));
+                d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(l1, m6), _mm512_set1_epi32(load_i32(yq + 4 * (g + 16))));
+                d2 = _mm512_dpbusd_epi32(d2, _mm512_and_si512(l2, m6), _mm512_set1_epi32(load_i32(yq + 4 * (g + 32))));
+                d3 = _mm512_dpbusd_epi32(d3, v3, _mm512_set1_epi32(load_i32(yq + 4 * (g + 48))));
+            }
+            const __m512i d[4] = {d0, d1, d2, d3};
+            for (int j = 0; j < 4; j++) {
+                int k = m + 4 * j;
+                __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * k)));
+                S = _mm512_add_epi32(S, _mm512_mullo_epi32(_mm512_sub_epi32(d[j], _mm512_set1_epi32(32 * bs[k])), sc));
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, _mm512_set1_ps(y[b].d)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+/* Per super-block of a mat-mat panel: 16 A tiles (16 rows x 32 bytes:
+ * sub-block k's q - 32 in bytes 16 (k % 2) .. + 15, zeros in the other
+ * half, so that it multiplies the Q8_K tile of the 32 weights around it),
+ * then sc[k][r] (int32), then d[r] (floats). */
+enum { P_SC = SUBS * 512, P_D = P_SC + SUBS * GROUP * 4, P_BLOCK = P_D + GROUP * 4 };
+
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_DPBSSD(c, a, b) _tile_dpbssd(c, a, b)
+
+/* Mat-mat: rows [r0, r0 + nr) against n_tok packed Q8_K rows on tiles. */
+static bool rows_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const uint8_t *packed, int64_t n_tok,
+                        float *y, int64_t ys) {
+    int64_t nb = w->cols / QK_K;
+    uint8_t *panel = tensor_amx_scratch((size_t)nb * P_BLOCK);
+    if (!panel) return false;
+    memset(panel, 0, (size_t)nb * P_BLOCK);
+    const __m512i off = _mm512_set1_epi8(32);
+    for (int r = 0; r < nr; r++) {
+        const block_q6_K *x = (const block_q6_K *)((const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *pb = panel + (size_t)b * P_BLOCK;
+            __m512i v[4];
+            q6_row_values(&x[b], v);
+            for (int j = 0; j < 4; j++) {
+                __m512i q = _mm512_sub_epi8(v[j], off);
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 0) * 512 + 32 * r + 0), _mm512_extracti32x4_epi32(q, 0));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 1) * 512 + 32 * r + 16), _mm512_extracti32x4_epi32(q, 1));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 2) * 512 + 32 * r + 0), _mm512_extracti32x4_epi32(q, 2));
+                _mm_storeu_si128((__m128i *)(pb + (4 * j + 3) * 512 + 32 * r + 16), _mm512_extracti32x4_epi32(q, 3));
+            }
+            int32_t *sc = (int32_t *)(pb + P_SC);
+            for (int k = 0; k < SUBS; k++) sc[GROUP * k + r] = x[b].scales[k];
+            ((float *)(pb + P_D))[r] = f16t(x[b].d);
+        }
+    }
+    tensor_amx_configure();
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        __m512 acc[GROUP];
+        for (int r = 0; r < GROUP; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *pb = panel + (size_t)b * P_BLOCK, *tb = tile + (size_t)b * K_TILE_BYTES;
+            const int32_t *sc = (const int32_t *)(pb + P_SC);
+            const float *d = (const float *)(pb + P_D);
+            __m512i S[GROUP];
+            for (int r = 0; r < GROUP; r++) S[r] = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) { /* the 32 weights of Q8_K tile j: sub-blocks 2j, 2j + 1 */
+                TILE_LOAD(2, tb + j * 512, 64);
+                TILE_LOAD(1, pb + (2 * j) * 512, 32);
+                TILE_ZERO(0);
+                TILE_DPBSSD(0, 1, 2);
+                TILE_LOAD(4, pb + (2 * j + 1) * 512, 32);
+                TILE_ZERO(3);
+                TILE_DPBSSD(3, 4, 2);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(3, c1, 64);
+                for (int r = 0; r < GROUP; r++) {
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[GROUP * (2 * j) + r])));
+                    S[r] = _mm512_add_epi32(S[r], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * r),
+                                                                     _mm512_set1_epi32(sc[GROUP * (2 * j + 1) + r])));
+                }
+            }
+            __m512 dy = _mm512_loadu_ps((const float *)(tb + 8 * 512));
+            for (int r = 0; r < GROUP; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), _mm512_mul_ps(_mm512_set1_ps(d[r]), dy), acc[r]);
+        }
+        for (int r = 0; r < nr; r++) {
+            _Alignas(64) float res[GROUP];
+            _mm512_store_ps(res, acc[r]);
+            for (int t = 0; t < nt; t++) y[(t0 + t) * ys + r0 + r] = res[t];
+        }
+    }
+    return true;
+}
+
+static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
+                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf);
+
+/* One group from the repacked records, or (no panel) mat-vec from records
+ * made of the file's rows for this call and mat-mat from the file's rows. */
+static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int nr = (int)(r1 - r0);
+    int64_t nb = w->cols / QK_K;
+    if (n_tok > 1 && w->panel)
+        return recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC, nb, r0, nr,
+                           xq, xq_row, packed, n_tok, y, ys, NULL);
+    if (n_tok > 1) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
+    const uint8_t *rec;
+    if (w->panel) {
+        rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC;
+    } else {
+        uint8_t *recs = tensor_amx_scratch((size_t)nb * Q6_REC);
+        if (!recs) return false;
+        recs_put_group(w, r0, nr, recs);
+        rec = recs;
+    }
+    float out[GROUP];
+    recs_matvec(rec, nb, nr, xq, out);
+    for (int r = 0; r < nr; r++) y[r0 + r] = out[r];
+    return true;
+}
+
+static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    for (int64_t g = r0; g < r1; g += GROUP)
+        if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, xq_row, packed, n_tok, y, ys)) return false;
+    return true;
+}
+
+/* ---- Q4_K and Q5_K from records ------------------------------------------ *
+ *
+ * Q4_K keeps the chain of vec_dot_amx.c: per super-block the exact
+ * S_b = sum_j sc_j (q . y over 32-weight sub-block j) and
+ * M_b = sum_j m_j ysum_j, then y = fma((float)S_b, d d_y, y) and
+ * y = fma((float)M_b, -(dmin d_y), y); its products without a panel stay
+ * those of that file. Q5_K has the same chain with q in 0..31 (a nibble
+ * and a fifth bit). A Q4_K record (sixteen rows, one super-block, the
+ * file's 144 bytes per row):
+ *
+ *     offset  size  what
+ *          0  2048  32 lines: line L holds each row's qs[4L .. 4L + 3] at
+ *                   4 r: low nibbles of sub-block 2 (L / 8), high ones of
+ *                   sub-block 2 (L / 8) + 1
+ *       2048   192  the rows' 12 scale bytes as three 32-bit words, word w
+ *                   of row r at 64 w + 4 r
+ *       2240    32  d[r], f16
+ *       2272    32  dmin[r], f16
+ */
+enum { K4_SCW = 2048, K4_D = 2240, K4_DMIN = 2272, Q4K_REC = 2304 };
+/* A Q5_K record (the file's 176 bytes per row) is a Q4_K record, then 64
+ * masks of fifth bits: bit 4 r + i of mask 2L (2L + 1) is the fifth bit of
+ * row r's weight in the low (high) nibble of byte 4 r + i of line L. */
+enum { K5_HB = Q4K_REC, Q5K_REC = Q4K_REC + 64 * 8 };
+
+static inline size_t k45_rec(bool q5) { return q5 ? Q5K_REC : Q4K_REC; }
+
+static void vec_dot_q5_K_amx(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_K *x = vx;
+    const block_q8_K *y = vy;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        int32_t S = 0, M = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            uint8_t sc, m;
+            k_scale_min(j, x[b].scales, &sc, &m);
+            int32_t dot = 0;
+            for (int l = 0; l < 32; l++) {
+                uint8_t q = x[b].qs[32 * (j / 2) + l];
+                int v = (j % 2 ? q >> 4 : q & 0x0F) | ((x[b].qh[l] >> j) & 1) << 4;
+                dot += v * y[b].qs[32 * j + l];
+            }
+            S += sc * dot;
+            M += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+        }
+        acc = fmaf((float)S, f16t(x[b].d) * y[b].d, acc);
+        acc = fmaf((float)M, -(f16t(x[b].dmin) * y[b].d), acc);
+    }
+    *s = acc;
+}
+
+/* Row r's super-block (a block_q4_K, or with q5 a block_q5_K) into record
+ * rec (a Q5_K record's masks zero before its first row). */
+static void rec_put_row_k45(uint8_t *rec, int r, const uint8_t *blk, bool q5) {
+    const uint8_t *qs = blk + 4 + K_SCALE_SIZE + (q5 ? QK_K / 8 : 0), *qh = blk + 4 + K_SCALE_SIZE;
+    for (int L = 0; L < 32; L++) memcpy(rec + 64 * L + 4 * r, qs + 4 * L, 4);
+    for (int i = 0; i < 3; i++) memcpy(rec + K4_SCW + 64 * i + 4 * r, blk + 4 + 4 * i, 4);
+    memcpy(rec + K4_D + 2 * r, blk, 2);
+    memcpy(rec + K4_DMIN + 2 * r, blk + 2, 2);
+    if (!q5) return;
+    for (int L = 0; L < 32; L++)
+        for (int h = 0; h < 2; h++) {
+            int jp = L / 8, c = L % 8, bit = 2 * jp + h;
+            uint64_t m;
+            memcpy(&m, rec + K5_HB + 8 * (2 * L + h), 8);
+            for (int i = 0; i < 4; i++) m |= (uint64_t)((qh[4 * c + i] >> bit) & 1) << (4 * r + i);
+            memcpy(rec + K5_HB + 8 * (2 * L + h), &m, 8);
+        }
+}
+
+/* Rows [r0, r0 + nr) (nr <= GROUP) of w (Q4_K or Q5_K) into one group's records. */
+static void recs_put_group_k45(const struct tensor_matrix *w, int64_t r0, int nr, uint8_t *recs) {
+    const bool q5 = w->type == TENSOR_TYPE_Q5_K;
+    const size_t bb = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K), rb = k45_rec(q5);
+    int64_t nb = w->cols / QK_K;
+    memset(recs, 0, (size_t)nb * rb);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + r) * w->row_bytes;
+        for (int64_t b = 0; b < nb; b++) rec_put_row_k45(recs + (size_t)b * rb, r, row + (size_t)b * bb, q5);
+    }
+}
+
+static size_t repack_size_q5_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q5K_REC;
+}
+
+/* The table's Q4_K whole product from the file's rows (vec_dot_amx.c). */
+static bool (*q4_K_from_rows)(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys);
+
+static size_t repack_size_q4_K(int64_t rows, int64_t cols) {
+    return (size_t)((rows + GROUP - 1) / GROUP) * (size_t)(cols / QK_K) * Q4K_REC;
+}
+
+/* Q4_K or Q5_K (w->type). */
+static void repack_k45(const struct tensor_matrix *w, void *dst) {
+    const size_t rb = k45_rec(w->type == TENSOR_TYPE_Q5_K);
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = 0; g * GROUP < w->rows; g++) {
+        int nr = w->rows - g * GROUP < GROUP ? (int)(w->rows - g * GROUP) : GROUP;
+        recs_put_group_k45(w, g * GROUP, nr, (uint8_t *)dst + (size_t)g * (size_t)nb * rb);
+    }
+}
+
+static inline __m512 neg_ps(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* Mat-vec of one group's records (Q4_K, or with q5 Q5_K) against a Q8_K
+ * row (ysum: its eight 32-weight sums per super-block, int16): the sixteen
+ * rows in lanes, each row's scales and mins unpacked in its lane
+ * (k_scales_mins_words), the mins' sum by 16-bit products. */
+static inline __attribute__((always_inline)) void recs_matvec_k45(const uint8_t *rec, int64_t nb, int nr,
+                                                                    const block_q8_K *y, const int16_t *ysum, float *out,
+                                                                    const bool q5) {
+    const size_t rec_bytes = k45_rec(q5);
+    const __m512i fifth = _mm512_set1_epi8(0x10);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
+    /* byte i of each 32-bit lane, zero-extended */
+    __m512i pick[4];
+    for (int i = 0; i < 4; i++)
+        pick[i] = _mm512_set4_epi32((int)(0x8080800Cu + i), (int)(0x80808008u + i), (int)(0x80808004u + i),
+                                    (int)(0x80808000u + i));
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += rec_bytes) {
+        const int8_t *yq = y[b].qs;
+        const int16_t *ys = ysum + 8 * b;
+        __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
+        __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
+        __m512i sc[2], mn[2];
+        sc[0] = _mm512_and_si512(w0, lo6);
+        sc[1] = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
+        mn[0] = _mm512_and_si512(w1, lo6);
+        mn[1] = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
+        __m512i S = _mm512_setzero_si512();
+        for (int jp = 0; jp < 4; jp++) {
+            pf = prefetch_lines(pf, rec + (size_t)(jp + 1) * (rec_bytes / 4) + PF_AHEAD);
+            __m512i dl = _mm512_setzero_si512(), dh = dl;
+            for (int c = 0; c < 8; c++) {
+                int L = 8 * jp + c;
+                __m512i q = _mm512_loadu_si512(rec + 64 * L);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (q5) {
+                    uint64_t ml, mh;
+                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth); /* bit 4 is clear: add is or */
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+                }
+                dl = _mm512_dpbusd_epi32(dl, lo, _mm512_set1_epi32(load_i32(yq + 64 * jp + 4 * c)));
+                dh = _mm512_dpbusd_epi32(dh, hi, _mm512_set1_epi32(load_i32(yq + 64 * jp + 32 + 4 * c)));
+            }
+            int j = 2 * jp;
+            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dl, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4])));
+            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dh, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4 + 1])));
+        }
+        /* mins in 16-bit pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) */
+        __m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_and_si512(mn[0], w16),
+                                        _mm512_set1_epi32((int)((uint16_t)ys[0] | (uint32_t)(uint16_t)ys[2] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[0], 8), w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[1] | (uint32_t)(uint16_t)ys[3] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(mn[1], w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[4] | (uint32_t)(uint16_t)ys[6] << 16)));
+        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[1], 8), w16),
+                                _mm512_set1_epi32((int)((uint16_t)ys[5] | (uint32_t)(uint16_t)ys[7] << 16)));
+        __m512 dy = _mm512_set1_ps(y[b].d);
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
+        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dy), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dy)), acc);
+    }
+    _Alignas(64) float res[GROUP];
+    _mm512_store_ps(res, acc);
+    for (int r = 0; r < nr; r++) out[r] = res[r];
+}
+
+static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
+                             float *out) {
+    recs_matvec_k45(rec, nb, nr, y, ysum, out, false);
+}
+
+static void recs_matvec_q5_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
+                             float *out) {
+    recs_matvec_k45(rec, nb, nr, y, ysum, out, true);
+}
+
+/* ---- mat-mat from records (Q6_K, Q4_K, Q5_K) ------------------------------ *
+ *
+ * The weights are the B operand of the tile products and the tokens the A
+ * operand, so that a record's chunks are B-tile rows as they are (VNNI
+ * order). A: sixteen tokens' quants of one 32-weight part of a super-block,
+ * read straight from the quantized rows (a row stride apart; the rows of
+ * Q8_K activations are always written, this table having no quantize_tile
+ * for them), a last partial tile from a copy padded with zeros. B: per
+ * 32-weight part (Q4_K's sub-block, two Q6_K sub-blocks) the group's
+ * weights unpacked once per call, a Q6_K sub-block's q - 32 in one half of
+ * the part's 32 K values and zeros in the other. A result tile holds one
+ * token per row, the sixteen weight rows across: each token's chain runs
+ * in the lanes of one vector, scales and d as vectors of the rows. */
+
+enum { Q8K_QS = 4 }; /* the quants' offset in a block_q8_K */
+
+/* The group's weights at rec as B tiles, nb super-blocks: Q6_K 16 tiles
+ * (8 KiB) per super-block, Q4_K 8 (4 KiB). */
+static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i off = _mm512_set1_epi8(32), zero = _mm512_setzero_si512();
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += SUBS * 512) {
+        for (int k = 0; k < SUBS; k++)
+            for (int i = 0; i < 4; i++) _mm512_store_si512(bp + 512 * k + 256 * (1 - k % 2) + 64 * i, zero);
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *run = rec + 64 * 3 * g;
+            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
+            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            for (int j = 0; j < 4; j++) {
+                int c = g + 16 * j, k = c / 4;
+                _mm512_store_si512(bp + 512 * k + 256 * (k % 2) + 64 * (c % 4), _mm512_sub_epi8(v[j], off));
+            }
+        }
+    }
+}
+
+static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < nb; b++, rec += k45_rec(q5), bp += 8 * 512)
+        for (int L = 0; L < 32; L++) {
+            __m512i q = _mm512_loadu_si512(rec + 64 * L);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (q5) {
+                uint64_t ml, mh;
+                memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
+                hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+            }
+            int jp = L / 8, c = L % 8;
+            _mm512_store_si512(bp + 512 * (2 * jp) + 64 * c, lo);
+            _mm512_store_si512(bp + 512 * (2 * jp + 1) + 64 * c, hi);
+        }
+}
+
+/* Q4_K's scales and mins of one record, unpacked in the rows' lanes:
+ * sc[j] and mn[j] (j = 0..7) as 32-bit integers. */
+static inline void q4_K_rec_scales(const uint8_t *rec, __m512i sc[8], __m512i mn[8]) {
+    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i hi2 = _mm512_set1_epi32(0x30303030), byte = _mm512_set1_epi32(0xFF);
+    __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
+    __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
+    __m512i s03 = _mm512_and_si512(w0, lo6), s47 = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
+    __m512i m03 = _mm512_and_si512(w1, lo6);
+    __m512i m47 = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
+    for (int i = 0; i < 4; i++) {
+        sc[i] = _mm512_and_si512(_mm512_srli_epi32(s03, 8 * i), byte);
+        sc[i + 4] = _mm512_and_si512(_mm512_srli_epi32(s47, 8 * i), byte);
+        mn[i] = _mm512_and_si512(_mm512_srli_epi32(m03, 8 * i), byte);
+        mn[i + 4] = _mm512_and_si512(_mm512_srli_epi32(m47, 8 * i), byte);
+    }
+}
+
+#define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+
+/* Bytes of the work area of recs_matmat. */
+static size_t matmat_work_size(int type, int64_t nb, size_t xq_row) {
+    return (size_t)nb * (type == TENSOR_TYPE_Q6_K ? SUBS * 512 : 8 * 512) + ((GROUP * xq_row + 63) & ~(size_t)63);
+}
+
+/* Mat-mat of the group at r0 (nr rows; its records of type Q6_K, Q4_K or
+ * Q5_K at rec0, nb super-blocks) against the n_tok quantized rows at xq
+ * (xq_row bytes apart) and their packed tiles (for the tokens' d and the
+ * sub-block sums); buf: matmat_work_size bytes, 64-byte aligned, or NULL
+ * for this thread's scratch. */
+static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
+                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf) {
+    const bool q6 = type == TENSOR_TYPE_Q6_K, q5 = type == TENSOR_TYPE_Q5_K;
+    const size_t rec_bytes = q6 ? Q6_REC : k45_rec(q5), b_bytes = q6 ? SUBS * 512 : 8 * 512;
+    if (!buf) buf = tensor_amx_scratch(matmat_work_size(type, nb, xq_row));
+    if (!buf) return false;
+    uint8_t *bp = buf, *tail = buf + (size_t)nb * b_bytes;
+    if (q6) unpack_b_q6_K(rec0, nb, bp);
+    else unpack_b_k45(rec0, nb, bp, q5);
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    tensor_amx_configure();
+    _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *a = xq + (size_t)t0 * xq_row;
+        if (nt < GROUP) { /* the tile's tokens past the last: zeros */
+            memcpy(tail, a, (size_t)nt * xq_row);
+            memset(tail + (size_t)nt * xq_row, 0, (size_t)(GROUP - nt) * xq_row);
+            a = tail;
+        }
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        __m512 acc[GROUP];
+        for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *rec = rec0 + (size_t)b * rec_bytes, *bb = bp + (size_t)b * b_bytes;
+            const uint8_t *ab = a + (size_t)b * sizeof(block_q8_K) + Q8K_QS, *tb = tile + (size_t)b * K_TILE_BYTES;
+            const float *dy = (const float *)(tb + 8 * 512);
+            __m512i S[GROUP];
+            for (int t = 0; t < GROUP; t++) S[t] = _mm512_setzero_si512();
+            if (q6) {
+                for (int j = 0; j < 8; j++) { /* sub-blocks 2j, 2j + 1: the part's two halves */
+                    TILE_LOAD(1, ab + 32 * j, xq_row);
+                    TILE_LOAD(2, bb + 512 * (2 * j), 64);
+                    TILE_ZERO(0);
+                    TILE_DPBSSD(0, 1, 2);
+                    TILE_LOAD(5, bb + 512 * (2 * j + 1), 64);
+                    TILE_ZERO(3);
+                    TILE_DPBSSD(3, 1, 5);
+                    TILE_STORE(0, c0, 64);
+                    TILE_STORE(3, c1, 64);
+                    __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j))));
+                    __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j + 1))));
+                    for (int t = 0; t < GROUP; t++) {
+                        if (t >= nt) break;
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), s0));
+                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), s1));
+                    }
+                }
+                __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+                for (int t = 0; t < nt; t++)
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+                continue;
+            }
+            __m512i sc[8], mn[8];
+            q4_K_rec_scales(rec, sc, mn);
+            for (int j = 0; j < 8; j += 2) {
+                TILE_LOAD(1, ab + 32 * j, xq_row);
+                TILE_LOAD(2, bb + 512 * j, 64);
+                TILE_ZERO(0);
+                TILE_DPBSUD(0, 1, 2);
+                TILE_LOAD(4, ab + 32 * (j + 1), xq_row);
+                TILE_LOAD(5, bb + 512 * (j + 1), 64);
+                TILE_ZERO(3);
+                TILE_DPBSUD(3, 4, 5);
+                TILE_STORE(0, c0, 64);
+                TILE_STORE(3, c1, 64);
+                for (int t = 0; t < GROUP; t++) {
+                    if (t >= nt) break;
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), sc[j]));
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), sc[j + 1]));
+                }
+            }
+            const int32_t *bs = (const int32_t *)(tb + 8 * 512 + 64); /* [j][t] */
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
+            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
+            for (int t = 0; t < nt; t++) {
+                __m512i M = _mm512_setzero_si512();
+                for (int j = 0; j < 8; j++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(mn[j], _mm512_set1_epi32(bs[16 * j + t])));
+                __m512 dyt = _mm512_set1_ps(dy[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, dyt), acc[t]);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dyt)), acc[t]);
+            }
+        }
+        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0, rows, acc[t]);
+    }
+    return true;
+}
+
+/* Q4_K: repacked weights from their records, others from the file's rows. */
+static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (!w->panel) return q4_K_from_rows(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = r0; g < r1; g += GROUP) {
+        int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
+        if (n_tok > 1) {
+            if (!recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, g, nr,
+                             xq, xq_row, packed, n_tok, y, ys, NULL))
+                return false;
+            continue;
+        }
+        float out[GROUP];
+        recs_matvec_q4_K((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+    }
+    return true;
+}
+
+/* Q5_K: from the repacked records, or from records made of the file's rows
+ * for this call. */
+static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
+                              const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    int64_t nb = w->cols / QK_K;
+    for (int64_t g = r0; g < r1; g += GROUP) {
+        int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
+        const uint8_t *rec;
+        uint8_t *work = NULL;
+        if (w->panel) {
+            rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q5K_REC;
+        } else {
+            size_t recs_bytes = ((size_t)nb * Q5K_REC + 63) & ~(size_t)63;
+            uint8_t *buf = tensor_amx_scratch(recs_bytes + (n_tok > 1 ? matmat_work_size(w->type, nb, xq_row) : 0));
+            if (!buf) return false;
+            recs_put_group_k45(w, g, nr, buf);
+            rec = buf;
+            work = buf + recs_bytes;
+        }
+        if (n_tok > 1) {
+            if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work)) return false;
+            continue;
+        }
+        float out[GROUP];
+        recs_matvec_q5_K(rec, nb, nr, xq, packed, out);
+        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+    }
+    return true;
+}
+
+void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
+    k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q6_K] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q6_K] = NULL;
+    k->rows_product[TENSOR_TYPE_Q6_K] = rows_product_q6_K;
+    k->repack_size[TENSOR_TYPE_Q6_K] = repack_size_q6_K;
+    k->repack[TENSOR_TYPE_Q6_K] = repack_q6_K;
+    if (k->rows_product[TENSOR_TYPE_Q4_K]) {
+        q4_K_from_rows = k->rows_product[TENSOR_TYPE_Q4_K];
+        k->rows_product[TENSOR_TYPE_Q4_K] = rows_product_q4_K;
+        k->repack_size[TENSOR_TYPE_Q4_K] = repack_size_q4_K;
+        k->repack[TENSOR_TYPE_Q4_K] = repack_k45;
+    }
+    k->vec_dot[TENSOR_TYPE_Q5_K] = vec_dot_q5_K_amx;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_K] = NULL;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_K] = NULL;
+    k->rows_product[TENSOR_TYPE_Q5_K] = rows_product_q5_K;
+    k->repack_size[TENSOR_TYPE_Q5_K] = repack_size_q5_K;
+    k->repack[TENSOR_TYPE_Q5_K] = repack_k45;
+}
+#endif
