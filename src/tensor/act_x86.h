@@ -26,16 +26,19 @@ static inline __m512 silu_mul_ps512(__m512 x, __m512 u) {
     return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), t)), u);
 }
 
-static void silu_mul_x86(float *gate, const float *up, int64_t n) {
+/* gate[i] = op(gate[i], up[i]) over n values, 16 lanes a step, the tail
+ * masked (each lane computed alike wherever the run is cut). */
+static inline __attribute__((always_inline)) void glu_loop_x86(float *gate, const float *up, int64_t n,
+                                                               __m512 (*op)(__m512, __m512)) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(gate + i, silu_mul_ps512(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(gate + i, op(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
     if (i < n) {
         __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        __m512 r = silu_mul_ps512(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i));
-        _mm512_mask_storeu_ps(gate + i, k, r);
+        _mm512_mask_storeu_ps(gate + i, k, op(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i)));
     }
 }
+
+static void silu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, silu_mul_ps512); }
 
 /* gelu(x) u = x sigmoid(z) u, z = c (x + a x^3), sigmoid from t = e^-|z|. */
 static inline __m512 gelu_mul_ps512(__m512 x, __m512 u) {
@@ -47,16 +50,7 @@ static inline __m512 gelu_mul_ps512(__m512 x, __m512 u) {
     return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), t)), u);
 }
 
-static void gelu_mul_x86(float *gate, const float *up, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(gate + i, gelu_mul_ps512(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
-    if (i < n) {
-        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        __m512 r = gelu_mul_ps512(_mm512_maskz_loadu_ps(k, gate + i), _mm512_maskz_loadu_ps(k, up + i));
-        _mm512_mask_storeu_ps(gate + i, k, r);
-    }
-}
+static void gelu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, gelu_mul_ps512); }
 
 /* rope: eight pairs a vector. Even lanes x0 c - x1 s, odd lanes x1 c + x0 s
  * (the scalar x0 s + x1 c: the same two rounded products, added). */
@@ -102,15 +96,15 @@ static inline __m256 silu_mul_ps(__m256 x, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), t)), u);
 }
 
-static void silu_mul_x86(float *gate, const float *up, int64_t n) {
+/* As the 512-bit loop, 8 lanes a step, the tail one lane at a time. */
+static inline __attribute__((always_inline)) void glu_loop_x86(float *gate, const float *up, int64_t n,
+                                                               __m256 (*op)(__m256, __m256)) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(gate + i, silu_mul_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
-    for (; i < n; i++) { /* the tail one lane at a time, same lane arithmetic */
-        __m256 r = silu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
-        gate[i] = _mm256_cvtss_f32(r);
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, op(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    for (; i < n; i++) gate[i] = _mm256_cvtss_f32(op(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i])));
 }
+
+static void silu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, silu_mul_ps); }
 
 static inline __m256 gelu_mul_ps(__m256 x, __m256 u) {
     const __m256 c = _mm256_set1_ps(2.0f * 0.7978845608028654f), a = _mm256_set1_ps(0.044715f);
@@ -122,15 +116,7 @@ static inline __m256 gelu_mul_ps(__m256 x, __m256 u) {
     return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), t)), u);
 }
 
-static void gelu_mul_x86(float *gate, const float *up, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(gate + i, gelu_mul_ps(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
-    for (; i < n; i++) { /* the tail one lane at a time, same lane arithmetic */
-        __m256 r = gelu_mul_ps(_mm256_set1_ps(gate[i]), _mm256_set1_ps(up[i]));
-        gate[i] = _mm256_cvtss_f32(r);
-    }
-}
+static void gelu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, gelu_mul_ps); }
 
 #endif /* __AVX512F__ */
 
