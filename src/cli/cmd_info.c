@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "cli/cli.h"
@@ -31,7 +32,8 @@ static void usage(FILE *f) {
             "Validates a GGUF file and prints its version, alignment, metadata (one line\n"
             "per key: key, type, value; arrays show their element type, length and first\n"
             "elements; long strings are cut at %d characters), a tensor table (name,\n"
-            "type, shape, bytes, file offset) and the bytes per tensor type.\n"
+            "type, shape, bytes, file offset) and the bytes per tensor type. FILE may\n"
+            "also be a model name of `kvik list` (its cached file).\n"
             "\n"
             "  --json      one JSON object instead; arrays appear as\n"
             "              {\"type\":\"array\",\"elem_type\":T,\"length\":N,\"head\":[first %d]}\n"
@@ -312,6 +314,11 @@ int cmd_info(int argc, char **argv) {
         fprintf(stderr, "kvik info: missing FILE (usage: kvik info FILE [--json])\n");
         return 2;
     }
+    /* a registry name ("gemma3-270m") where no such file is: its cached file */
+    char resolved[4096], why[256];
+    if (access(path, F_OK) != 0 && !strchr(path, '/') &&
+        kvik_model_resolve(path, resolved, sizeof resolved, why, sizeof why) == KVIK_OK)
+        path = resolved;
     struct gguf *g = NULL;
     struct kvik_err err = {KVIK_OK, ""};
     kvik_status st = gguf_open(path, &g, &err);
