@@ -93,8 +93,8 @@ static bool is_qwen25(const char *text) {
         "{%- if tools %}",
         "# Tools\\n\\nYou may call one or more functions",
         "'<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n'",
-        "(message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
-        "(message.role == \"assistant\" and not message.tool_calls)",
+        ("(message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
+         "(message.role == \"assistant\" and not message.tool_calls)"),
         "'<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n'",
         "<tool_response>",
         "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}",
