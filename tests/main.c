@@ -59,9 +59,13 @@ static const char *cached_model(const char *file, char *buf, size_t len, const c
 
 /* A model over 300 MB while KVIK_TEST_QUICK is set (sanitizer builds run
  * ten times slower: only the small models there). */
-static bool too_large_for_quick(int64_t size) {
+static bool quick_leaves_out(int64_t size) {
     const char *quick = getenv("KVIK_TEST_QUICK");
-    if (!(quick && *quick && strcmp(quick, "0") && size > (300 << 20))) return false;
+    return quick && *quick && strcmp(quick, "0") && size > (300 << 20);
+}
+
+static bool too_large_for_quick(int64_t size) {
+    if (!quick_leaves_out(size)) return false;
     test_skip("a large model, left out with KVIK_TEST_QUICK (sanitizer builds)");
     return true;
 }
@@ -72,8 +76,6 @@ const char *test_default_model(char *buf, size_t len) {
 }
 
 const char *test_cached_model(const char *file, char *buf, size_t len) {
-    for (size_t i = 0; api_model_entry(i); i++)
-        if (!strcmp(api_model_entry(i)->file, file) && too_large_for_quick(api_model_entry(i)->size)) return NULL;
     return cached_model(file, buf, len, "model not cached; run `make models-test`");
 }
 
@@ -83,7 +85,17 @@ const char *test_registry_model(const char *name, char *buf, size_t len) {
         test_fail(__FILE__, __LINE__, "no registry model '%s'", name);
         return NULL;
     }
+    if (too_large_for_quick(e->size)) return NULL;
     return test_cached_model(e->file, buf, len);
+}
+
+bool test_registry_model_runs(const char *name, char *buf, size_t len) {
+    const struct api_model_entry *e = api_model_find(name);
+    if (!e || quick_leaves_out(e->size)) return false;
+    const char *dir = getenv("KVIK_MODELS");
+    if (dir && *dir) snprintf(buf, len, "%s/%s", dir, e->file);
+    else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), e->file);
+    return access(buf, R_OK) == 0;
 }
 
 uint64_t test_rand_u64(uint64_t *s) {

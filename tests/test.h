@@ -36,11 +36,15 @@ const char *test_default_model(char *buf, size_t len);
 
 /* The same for a registry model's FILE in the model cache (`make
  * models-test` fetches the ones the tests read: gemma3-270m,
- * qwen2.5-coder-0.5b, qwen2.5-coder-1.5b); with KVIK_TEST_QUICK set (the
- * sanitizer run), models over 300 MB are skipped too. */
+ * qwen2.5-coder-0.5b, qwen2.5-coder-1.5b). */
 const char *test_cached_model(const char *file, char *buf, size_t len);
-/* test_cached_model of a registry model by name ("gemma3-270m"). */
+/* test_cached_model of a registry model by name ("gemma3-270m"), for tests
+ * that run it: with KVIK_TEST_QUICK set (the sanitizer and clang runs),
+ * models over 300 MB are skipped too. */
 const char *test_registry_model(const char *name, char *buf, size_t len);
+/* Whether test_registry_model would give the model (its path in buf),
+ * without marking the test skipped: for tests that run several models. */
+bool test_registry_model_runs(const char *name, char *buf, size_t len);
 
 /* A whole file, NUL-terminated (malloc'd), its length in *len; NULL if it
  * cannot be read. */
