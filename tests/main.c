@@ -50,7 +50,7 @@ static const char *cached_model(const char *file, char *buf, size_t len, const c
     else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), file);
     FILE *f = fopen(buf, "rb");
     if (!f) {
-        test_skip(why);
+        if (why) test_skip(why); /* NULL: the caller says */
         return NULL;
     }
     fclose(f);
@@ -79,23 +79,22 @@ const char *test_cached_model(const char *file, char *buf, size_t len) {
     return cached_model(file, buf, len, "model not cached; run `make models-test`");
 }
 
-const char *test_registry_model(const char *name, char *buf, size_t len) {
+/* The registry entry of name, or NULL with the test failed. */
+static const struct api_model_entry *registry_entry(const char *name) {
     const struct api_model_entry *e = api_model_find(name);
-    if (!e) {
-        test_fail(__FILE__, __LINE__, "no registry model '%s'", name);
-        return NULL;
-    }
-    if (too_large_for_quick(e->size)) return NULL;
+    if (!e) test_fail(__FILE__, __LINE__, "no registry model '%s'", name);
+    return e;
+}
+
+const char *test_registry_model(const char *name, char *buf, size_t len) {
+    const struct api_model_entry *e = registry_entry(name);
+    if (!e || too_large_for_quick(e->size)) return NULL;
     return test_cached_model(e->file, buf, len);
 }
 
 bool test_registry_model_runs(const char *name, char *buf, size_t len) {
-    const struct api_model_entry *e = api_model_find(name);
-    if (!e || quick_leaves_out(e->size)) return false;
-    const char *dir = getenv("KVIK_MODELS");
-    if (dir && *dir) snprintf(buf, len, "%s/%s", dir, e->file);
-    else snprintf(buf, len, "%s/.cache/kvik/models/%s", test_env("HOME"), e->file);
-    return access(buf, R_OK) == 0;
+    const struct api_model_entry *e = registry_entry(name);
+    return e && !quick_leaves_out(e->size) && cached_model(e->file, buf, len, NULL);
 }
 
 uint64_t test_rand_u64(uint64_t *s) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "tensor/tensor.h"
@@ -234,4 +235,71 @@ TEST(model_f32_weights_forward_unfused) {
     free(batch), free(one);
     model_ctx_free(c);
     model_free(m);
+}
+
+/* A one-layer file of family arch (width 64, 2 heads of 32, F32 weights),
+ * every tensor the family needs but `skip` (NULL: none), written to path. */
+static bool write_family_file(const char *path, const char *arch, const char *skip) {
+    struct gguf_writer *w = gguf_writer_new();
+    if (!w) return false;
+    char key[128];
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    gguf_writer_set_str(w, "general.architecture", arch);
+    gguf_writer_set_u32(w, key, 1);
+    static const struct { const char *k; uint32_t v; } u[] = {
+        {"embedding_length", 64}, {"feed_forward_length", 128}, {"attention.head_count", 2},
+        {"attention.head_count_kv", 2}, {"attention.key_length", 32}, {"attention.sliding_window", 8}};
+    for (size_t i = 0; i < sizeof u / sizeof *u; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, u[i].k);
+        gguf_writer_set_u32(w, key, u[i].v);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    gguf_writer_set_f32(w, key, 1e-6f);
+    static const struct { const char *name; int64_t ne0, ne1; } t[] = {
+        {"token_embd.weight", 64, 100}, {"output_norm.weight", 64, 0}, {"blk.0.attn_norm.weight", 64, 0},
+        {"blk.0.attn_q.weight", 64, 64}, {"blk.0.attn_k.weight", 64, 64}, {"blk.0.attn_v.weight", 64, 64},
+        {"blk.0.attn_output.weight", 64, 64}, {"blk.0.ffn_norm.weight", 64, 0},
+        {"blk.0.ffn_gate.weight", 64, 128}, {"blk.0.ffn_up.weight", 64, 128}, {"blk.0.ffn_down.weight", 128, 64},
+        {"blk.0.attn_q_norm.weight", 32, 0}, {"blk.0.attn_k_norm.weight", 32, 0},
+        {"blk.0.post_attention_norm.weight", 64, 0}, {"blk.0.post_ffw_norm.weight", 64, 0}};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (skip && !strcmp(t[i].name, skip)) continue;
+        int64_t ne[2] = {t[i].ne0, t[i].ne1};
+        gguf_writer_add_tensor(w, t[i].name, TENSOR_TYPE_F32, t[i].ne1 ? 2 : 1, ne, NULL);
+    }
+    struct kvik_err err = {0};
+    bool ok = gguf_writer_write_file(w, path, &err) == KVIK_OK;
+    gguf_writer_free(w);
+    return ok;
+}
+
+/* A family's file that lacks one of its own tensors, or names a family kvik
+ * does not run, is refused with the tensor or the name in the message; the
+ * complete file loads. */
+TEST(model_load_family_errors) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/kvik-family-%d.gguf", (int)getpid());
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    REQUIRE(write_family_file(path, "gemma3", NULL));
+    CHECK_MSG(model_load(path, &m, &err) == KVIK_OK, "complete gemma3 file: %s", err.msg);
+    if (m) {
+        CHECK_EQ_INT(m->hp.head_dim, 32);
+        CHECK_EQ_INT(m->layers[0].window, 8); /* layer 0 of 6 slides */
+        model_free(m), m = NULL;
+    }
+    static const char *const needed[] = {"blk.0.attn_q_norm.weight", "blk.0.post_ffw_norm.weight",
+                                         "blk.0.ffn_gate.weight"};
+    for (size_t i = 0; i < sizeof needed / sizeof *needed; i++) {
+        REQUIRE(write_family_file(path, "gemma3", needed[i]));
+        err = (struct kvik_err){0};
+        CHECK_EQ_INT(model_load(path, &m, &err), KVIK_ERR_FORMAT);
+        CHECK(m == NULL);
+        CHECK_MSG(strstr(err.msg, needed[i]) != NULL, "without %s: %s", needed[i], err.msg);
+    }
+    REQUIRE(write_family_file(path, "gemma2", NULL));
+    err = (struct kvik_err){0};
+    CHECK_EQ_INT(model_load(path, &m, &err), KVIK_ERR_UNSUPPORTED);
+    CHECK_MSG(strstr(err.msg, "gemma2") && strstr(err.msg, "gemma3"), "message: %s", err.msg);
+    remove(path);
 }

@@ -39,7 +39,6 @@ struct model_arch {
     int swa_period;
     float swa_rope_base;   /* the sliding layers' RoPE base when the file has no
                               ARCH.rope.freq_base_swa (0: the global layers') */
-    bool key_length;       /* the head size is ARCH.attention.key_length (else n_embd / n_head) */
 };
 
 /* The row for an architecture name, or NULL if kvik does not run it. */

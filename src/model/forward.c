@@ -72,7 +72,7 @@ struct model_ctx {
     float *inv_freq[2]; /* [rope_dim / 2] per set of layers (struct layer_weights.rope_set) */
     float *rope_cs[2];  /* [max_tokens][rope_dim / 2][2] cos and sin of each token's angles, per set */
     int n_rope_sets;    /* 1, or 2 where the sliding layers rotate with a base of their own */
-    float *tmp;         /* [max_tokens][n_embd] a block's normalised output (post norms) */
+    float *tmp;         /* [max_tokens][n_embd] a block's normalised output (families with post norms) */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
 };
@@ -133,7 +133,7 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
         c->rope_cs[r] = alloc_floats(T * (size_t)hp->rope_dim, &ok);
     }
     if (c->n_rope_sets == 1) c->inv_freq[1] = c->inv_freq[0], c->rope_cs[1] = c->rope_cs[0];
-    c->tmp = alloc_floats(T * hp->n_embd, &ok);
+    if (m->arch->post_norms) c->tmp = alloc_floats(T * hp->n_embd, &ok);
     c->rows = mem_alloc_aligned(T * sizeof(int32_t));
     size_t scratch = matrix_scratch(&m->output, max_tokens);
     for (int l = 0; l < hp->n_layer; l++) {

@@ -30,7 +30,7 @@ struct model_hparams {
     int n_ff;       /* feed-forward width */
     int n_head;     /* query heads */
     int n_head_kv;  /* key/value heads (grouped-query attention) */
-    int head_dim;   /* per head, of Q, K and V: n_embd / n_head, or ARCH.attention.key_length */
+    int head_dim;   /* per head, of Q, K and V: ARCH.attention.key_length, else n_embd / n_head */
     int n_vocab;
     int n_ctx_train;
     float rope_base;     /* theta (of the global layers) */

@@ -5,7 +5,7 @@
  * Keys read (ARCH = general.architecture, a family of arch.h):
  *   ARCH.block_count, ARCH.embedding_length, ARCH.feed_forward_length,
  *   ARCH.attention.head_count, ARCH.attention.head_count_kv (default: heads),
- *   ARCH.attention.key_length / value_length (families with key_length),
+ *   ARCH.attention.key_length / value_length (default n_embd / n_head),
  *   ARCH.attention.layer_norm_rms_epsilon, ARCH.rope.freq_base (10000),
  *   ARCH.rope.dimension_count (head_dim), ARCH.rope.scaling.type/factor
  *   (linear; "llama3" where the rope_freqs tensor holds the factors),
@@ -125,13 +125,17 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
         (st = get_f32(g, arch, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)) ||
         (st = get_f32(g, arch, "rope.freq_base", false, 10000.0f, &hp->rope_base, err)))
         return st;
+    /* the head size: ARCH.attention.key_length where the file has it (Gemma,
+     * Qwen3, Llama 3.2), else the width split among the heads */
     uint32_t key_len = n_head >= 1 && n_head <= n_embd ? n_embd / n_head : 0, value_len;
-    if (fam->key_length && (st = get_u32(g, arch, "attention.key_length", false, key_len, &key_len, err)))
-        return st;
+    char kl_key[128];
+    snprintf(kl_key, sizeof kl_key, "%s.attention.key_length", arch);
+    bool has_key_len = gguf_find_key(g, kl_key) >= 0;
+    if ((st = get_u32(g, arch, "attention.key_length", false, key_len, &key_len, err))) return st;
     if ((st = get_u32(g, arch, "attention.value_length", false, key_len, &value_len, err))) return st;
     if (n_layer < 1 || n_layer > 1024 || n_embd < 1 || n_embd > 65536 || n_ff < 1 || n_ff > 1 << 20 ||
         n_head < 1 || n_head > n_embd || n_head_kv < 1 || n_head % n_head_kv ||
-        (!fam->key_length && n_embd % n_head) || key_len < 2 || key_len > 1024 || key_len % 2 ||
+        (!has_key_len && n_embd % n_head) || key_len < 2 || key_len > 1024 || key_len % 2 ||
         (uint64_t)n_head * key_len > 1 << 20)
         return err_set(err, KVIK_ERR_FORMAT,
                        "model: inconsistent hyperparameters (layers %u, width %u, ff %u, heads %u/%u, head size %u)",
