@@ -148,23 +148,28 @@ TEST(spec_ngram_propose_longest_latest_match) {
     /* ... 1 2 3 9 9 ... 1 2 3 7 8 ... 2 3  -> "2 3" matched latest: 7 8 */
     const int32_t t[] = {1, 2, 3, 9, 9, 5, 1, 2, 3, 7, 8, 4, 2, 3};
     int32_t out[8];
-    int n = spec_ngram_propose(t, 14, 3, 4, out);
+    int n = spec_ngram_propose(t, 14, 3, 1, 4, out);
     CHECK_EQ_INT(n, 4);
     CHECK(out[0] == 7 && out[1] == 8 && out[2] == 4 && out[3] == 2);
     /* a longer match wins over a later shorter one: "1 2 3" -> 7 8 (latest of the two) */
     const int32_t u[] = {1, 2, 3, 7, 8, 5, 3, 6, 1, 2, 3};
-    n = spec_ngram_propose(u, 11, 3, 2, out);
+    n = spec_ngram_propose(u, 11, 3, 1, 2, out);
     CHECK_EQ_INT(n, 2);
     CHECK(out[0] == 7 && out[1] == 8);
     /* the continuation stops at the end of the tokens */
     const int32_t v[] = {4, 5, 6, 4};
-    n = spec_ngram_propose(v, 4, 3, 8, out);
+    n = spec_ngram_propose(v, 4, 3, 1, 8, out);
     CHECK_EQ_INT(n, 3);
     CHECK(out[0] == 5 && out[1] == 6 && out[2] == 4);
     /* nothing to match */
     const int32_t w[] = {1, 2, 3, 4};
-    CHECK_EQ_INT(spec_ngram_propose(w, 4, 3, 8, out), 0);
-    CHECK_EQ_INT(spec_ngram_propose(w, 1, 3, 8, out), 0);
+    CHECK_EQ_INT(spec_ngram_propose(w, 4, 3, 1, 8, out), 0);
+    CHECK_EQ_INT(spec_ngram_propose(w, 1, 3, 1, 8, out), 0);
+    /* a shortest match of 3: "2 3" at the end of t matches, but no 3-gram does */
+    CHECK_EQ_INT(spec_ngram_propose(t, 14, 3, 3, 4, out), 0);
+    /* u ends in "1 2 3", which occurs earlier as a whole */
+    CHECK_EQ_INT(spec_ngram_propose(u, 11, 3, 3, 2, out), 2);
+    CHECK(out[0] == 7 && out[1] == 8);
 }
 
 /* The cost model: expected tokens over cost, and the controller pausing a
@@ -385,9 +390,13 @@ TEST(spec_engine_greedy_same_as_plain) {
     CHECK_EQ_INT(s1.kv_blocks_used, 0);
     REQUIRE(run_engine(f, SPEC_DRAFT, f->m, &g, draft, &s2));
     check_same(plain, draft, "self-draft");
-    CHECK(s2.spec_draft_tokens > 0);
-    CHECK_MSG(s2.spec_accepted == s2.spec_draft_tokens, "self-draft accepted %llu of %llu",
-              (unsigned long long)s2.spec_accepted, (unsigned long long)s2.spec_draft_tokens);
+    /* the model's own drafts are all accepted; the prompt lookup in front
+     * of it drafts the copying prompts' repeats */
+    CHECK(s2.spec_draft_tokens > s2.spec_lookup_tokens && s2.spec_lookup_drafts > 0);
+    CHECK_MSG(s2.spec_accepted - s2.spec_lookup_accepted == s2.spec_draft_tokens - s2.spec_lookup_tokens,
+              "self-draft accepted %llu of %llu (lookup %llu of %llu)", (unsigned long long)s2.spec_accepted,
+              (unsigned long long)s2.spec_draft_tokens, (unsigned long long)s2.spec_lookup_accepted,
+              (unsigned long long)s2.spec_lookup_tokens);
     CHECK_EQ_INT(s2.kv_blocks_used, 0);
     CHECK_EQ_INT(s0.generation_tokens, s2.generation_tokens);
     static struct out cached[N_REQ];

@@ -191,12 +191,14 @@ int cmd_run(int argc, char **argv) {
         printf(",\"timings\":{\"load_s\":%.4f,\"prompt_tokens\":%lld,\"prefill_s\":%.4f,\"prefill_tok_s\":%.2f,"
                "\"ttft_s\":%.4f,\"generated_tokens\":%lld,\"decode_s\":%.4f,\"decode_tok_s\":%.2f,"
                "\"ms_per_token\":%.3f,\"weights_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"pct_read_bandwidth\":%.1f,"
-               "\"peak_rss_bytes\":%llu,\"spec_steps\":%lld,\"spec_drafts\":%lld,\"spec_draft_tokens\":%lld,"
+               "\"peak_rss_bytes\":%llu,\"spec_steps\":%lld,\"spec_drafts\":%lld,\"spec_lookup_drafts\":%lld,"
+               "\"spec_draft_tokens\":%lld,"
                "\"spec_accepted_tokens\":%lld,\"spec_acceptance\":%.4f}}\n",
                (double)t_load * 1e-9, (long long)n_prompt, prefill_s, pp,
                (double)t_first * 1e-9, (long long)n_gen, decode_s, tg, tg > 0 ? 1e3 / tg : 0, gbs, bw,
                bw > 0 ? 100 * gbs / bw : 0, (unsigned long long)mem_peak_rss(), (long long)spec_steps,
-               (long long)est.spec_drafts, (long long)est.spec_draft_tokens, (long long)est.spec_accepted, acc);
+               (long long)est.spec_drafts, (long long)est.spec_lookup_drafts, (long long)est.spec_draft_tokens,
+               (long long)est.spec_accepted, acc);
     } else {
         printf("\n");
         fprintf(stderr,
@@ -207,8 +209,10 @@ int cmd_run(int argc, char **argv) {
                 tg > 0 ? 1e3 / tg : 0, gbs, bw_text, (double)mem_peak_rss() / (1 << 20), o.g.threads, kvik_cpu_isa());
         if (g.spec)
             fprintf(stderr,
-                    "kvik: speculative: %lld verification steps, %lld drafts of %lld tokens, %lld accepted (%.1f%%)\n",
-                    (long long)spec_steps, (long long)est.spec_drafts, (long long)est.spec_draft_tokens,
+                    "kvik: speculative: %lld verification steps, %lld drafts (%lld by prompt lookup) of %lld tokens, "
+                    "%lld accepted (%.1f%%)\n",
+                    (long long)spec_steps, (long long)est.spec_drafts, (long long)est.spec_lookup_drafts,
+                    (long long)est.spec_draft_tokens,
                     (long long)est.spec_accepted, 100 * acc);
     }
     rc = 0;

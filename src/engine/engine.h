@@ -269,6 +269,8 @@ struct engine_stats {
     uint64_t finished[ENGINE_FINISH_ERROR + 1]; /* choices finished, by reason */
     uint64_t steps;
     uint64_t spec_drafts;        /* drafts verified (steps of a choice with at least one draft token) */
+    uint64_t spec_lookup_drafts; /* of them, drafts a draft model's engine took from prompt lookup */
+    uint64_t spec_lookup_tokens, spec_lookup_accepted; /* their tokens, and those accepted */
     uint64_t spec_draft_tokens;  /* draft tokens verified */
     uint64_t spec_accepted;      /* draft tokens accepted */
     uint64_t spec_accepted_by_pos[SPEC_MAX_DRAFT]; /* [i]: drafts whose token i (0-based) was accepted */

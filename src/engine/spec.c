@@ -73,9 +73,10 @@ bool spec_accept(const float *p, const float *q, int32_t n, int32_t x, double u_
 
 /* ---- drafts ----------------------------------------------------------- */
 
-int spec_ngram_propose(const int32_t *toks, int n, int ngram_max, int k, int32_t *out) {
+int spec_ngram_propose(const int32_t *toks, int n, int ngram_max, int ngram_min, int k, int32_t *out) {
     if (k <= 0) return 0;
-    for (int len = ngram_max; len >= 1; len--) {
+    if (ngram_min < 1) ngram_min = 1;
+    for (int len = ngram_max; len >= ngram_min; len--) {
         if (n < len + 1) continue;
         const int32_t *pat = toks + n - len;
         for (int i = n - len - 1; i >= 0; i--) {

@@ -25,7 +25,11 @@
  *   SPEC_DRAFT  a second, smaller model with the same vocabulary
  *               (spec_check_vocab) sampled with the request's sampling
  *               parameters minus the penalties (q then depends on nothing
- *               but the draft logits).
+ *               but the draft logits). Prompt lookup goes first: where the
+ *               last ngram_max tokens occurred before (the whole n-gram),
+ *               what followed is the draft, at no cost, and the draft
+ *               model is not run for the sequence in that step. Each source has its own adaptive
+ *               length, so a lookup that stops paying pauses by itself.
  *
  * Draft length adapts per sequence (struct spec_ctl): it grows while whole
  * drafts are accepted and shrinks to just past the first rejection, never
@@ -80,12 +84,12 @@ int32_t spec_draw(const float *p, int32_t n, double u);
 /* ---- drafts ----------------------------------------------------------- */
 
 /*
- * Prompt lookup over toks[0..n): for len = ngram_max down to 1, the latest
- * earlier occurrence of the last len tokens that has something after it;
- * copies up to k of the tokens that followed it into out and returns how
- * many (0: no match).
+ * Prompt lookup over toks[0..n): for len = ngram_max down to ngram_min
+ * (at least 1), the latest earlier occurrence of the last len tokens that
+ * has something after it; copies up to k of the tokens that followed it
+ * into out and returns how many (0: no match).
  */
-int spec_ngram_propose(const int32_t *toks, int n, int ngram_max, int k, int32_t *out);
+int spec_ngram_propose(const int32_t *toks, int n, int ngram_max, int ngram_min, int k, int32_t *out);
 
 /* Refuses a draft model whose vocabulary differs from the target's (size,
  * tokenizer model, or any token's text): KVIK_ERR_INVALID_ARG naming the

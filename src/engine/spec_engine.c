@@ -7,7 +7,9 @@
  *                 to fork) gets a draft of up to its adaptive length
  *                 (struct spec_ctl), bounded by what it may still
  *                 generate: prompt lookup over its tokens, or the draft
- *                 model. The draft model has its own paged pool (same
+ *                 model where a lookup of the whole n-gram finds nothing
+ *                 (the draft cache then catches up later, as after a
+ *                 preemption). The draft model has its own paged pool (same
  *                 block size and slots as the target's); a choice's
  *                 draft sequence first catches up with the choice's
  *                 tokens (the whole prompt the first time, or after a
@@ -37,7 +39,9 @@
 #include "engine/engine_int.h"
 
 struct spec_seq {
-    struct spec_ctl ctl;
+    struct spec_ctl ctl;    /* the mode's source: lookup (SPEC_NGRAM) or the draft model */
+    struct spec_ctl look;   /* SPEC_DRAFT: the prompt lookup in front of the draft model */
+    bool looked;            /* this step's draft came from the lookup (q a point mass) */
     int32_t draft[SPEC_MAX_DRAFT];
     int n_draft;            /* draft tokens proposed this step */
     int n_rows;             /* logits rows of this step's decode (0: none) */
@@ -126,6 +130,7 @@ bool spec_seq_new(struct engine *e, struct eseq *s, const struct sampler_params 
     if (!q) return false;
     s->spec = q;
     spec_ctl_init(&q->ctl, e->cfg.spec_max, e->spec->draft_cost);
+    spec_ctl_init(&q->look, e->cfg.spec_max, 0.0);
     q->dkv = -1;
     if (e->spec->mode != SPEC_DRAFT) return true;
     struct sampler_params dp = *sp;
@@ -157,10 +162,10 @@ void spec_seq_release(struct engine *e, struct eseq *s) {
 
 /* ---- drafting ------------------------------------------------------------ */
 
-/* The draft length s may ask for now: its adaptive one, within what it may
- * still generate and the context. */
-static int draft_want(struct engine *e, struct eseq *s) {
-    int want = spec_ctl_want(&s->spec->ctl);
+/* The draft length s may ask for now from the source ctl controls: its
+ * adaptive one, within what it may still generate and the context. */
+static int draft_want(struct engine *e, struct eseq *s, struct spec_ctl *ctl) {
+    int want = spec_ctl_want(ctl);
     int left = s->req->max_tokens - s->n_generated - 1, room = e->cfg.n_ctx - s->n_tokens;
     if (want > left) want = left;
     if (want > room) want = room;
@@ -204,8 +209,14 @@ static void draft_model_prepare(struct engine *e) {
         struct eseq *s = e->running[i];
         struct spec_seq *q = s->spec;
         q->d_row = -1;
-        if (s->n_tokens - s->n_computed != 1 || !engine_spec_decode(e, s) || (q->n_draft = draft_want(e, s)) == 0)
+        if (s->n_tokens - s->n_computed != 1 || !engine_spec_decode(e, s)) continue;
+        int look = draft_want(e, s, &q->look);
+        if (look > 0 && (q->n_draft = spec_ngram_propose(s->tokens, s->n_tokens, e->cfg.spec_ngram, e->cfg.spec_ngram,
+                                                         look, q->draft)) > 0) {
+            q->looked = true;
             continue;
+        }
+        if ((q->n_draft = draft_want(e, s, &q->ctl)) == 0) continue;
         if (q->dkv < 0 && (q->dkv = kv_paged_seq_open(&x->dkv)) >= 0) q->d_computed = 0;
         int n = s->n_tokens - q->d_computed, room = e->cfg.max_batch_tokens - nb;
         if (q->dkv >= 0 && n > room) { /* a long catch-up goes in pieces; the draft waits */
@@ -244,7 +255,11 @@ static void draft_model_prepare(struct engine *e) {
 }
 
 void spec_prepare(struct engine *e) {
-    for (int i = 0; i < e->n_running; i++) e->running[i]->spec->n_draft = e->running[i]->spec->n_rows = 0;
+    for (int i = 0; i < e->n_running; i++) {
+        struct spec_seq *q = e->running[i]->spec;
+        q->n_draft = q->n_rows = 0;
+        q->looked = false;
+    }
     if (e->spec->mode == SPEC_DRAFT) {
         draft_model_prepare(e);
         return;
@@ -252,8 +267,8 @@ void spec_prepare(struct engine *e) {
     for (int i = 0; i < e->n_running; i++) {
         struct eseq *s = e->running[i];
         if (s->n_tokens - s->n_computed != 1 || !engine_spec_decode(e, s)) continue;
-        int want = draft_want(e, s);
-        s->spec->n_draft = spec_ngram_propose(s->tokens, s->n_tokens, e->cfg.spec_ngram, want, s->spec->draft);
+        int want = draft_want(e, s, &s->spec->ctl);
+        s->spec->n_draft = spec_ngram_propose(s->tokens, s->n_tokens, e->cfg.spec_ngram, 1, want, s->spec->draft);
     }
 }
 
@@ -283,14 +298,19 @@ int spec_check(struct engine *e, struct eseq *s, int row, const int32_t **toks, 
     q->n_rows = 0;
     int base = s->n_computed - (k + 1); /* position of the token sampled last step */
     const float *rows = e->logits + (size_t)row * (size_t)nv;
-    int nt = spec_verify(s->smp, rows, q->q, nv, q->draft, k, x->p, x->out);
+    int nt = spec_verify(s->smp, rows, q->looked ? NULL : q->q, nv, q->draft, k, x->p, x->out);
     int accepted = nt - 1;
     if (k > 0) {
         e->st.spec_drafts++;
         e->st.spec_draft_tokens += (uint64_t)k;
         e->st.spec_accepted += (uint64_t)accepted;
         for (int j = 0; j < accepted; j++) e->st.spec_accepted_by_pos[j]++;
-        spec_ctl_update(&q->ctl, k, accepted);
+        if (q->looked) {
+            e->st.spec_lookup_drafts++;
+            e->st.spec_lookup_tokens += (uint64_t)k;
+            e->st.spec_lookup_accepted += (uint64_t)accepted;
+        }
+        spec_ctl_update(q->looked ? &q->look : &q->ctl, k, accepted);
     }
     /* keep the last sampled token and the accepted drafts; the new token is
      * fed next step. n_computed says so at once: a choice that ends while

@@ -94,6 +94,8 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
     counter(&b, "kvik_engine_steps_total", "Engine steps (batched forward passes).", st->steps);
     counter(&b, "kvik_spec_drafts_total", "Speculative drafts verified (one per sequence and step with a draft).",
             st->spec_drafts);
+    counter(&b, "kvik_spec_lookup_drafts_total",
+            "Of those, drafts taken from prompt lookup in front of a draft model.", st->spec_lookup_drafts);
     counter(&b, "kvik_spec_draft_tokens_total", "Speculative draft tokens verified.", st->spec_draft_tokens);
     counter(&b, "kvik_spec_accepted_tokens_total", "Speculative draft tokens accepted.", st->spec_accepted);
     head(&b, "kvik_spec_accepted_by_position_total", "counter",
