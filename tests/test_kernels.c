@@ -570,6 +570,10 @@ TEST(matmul_equals_vec_dot_bit_for_bit) {
             int64_t cols = tensor_type_traits(types[i])->block_size == 256 ? 512 : 96;
             check_matmul(k, types[i], 37, cols, 1, 2);  /* mat-vec: two-row kernels, odd tail */
             check_matmul(k, types[i], 37, cols, 3, 1);
+            /* a few tokens (a draft's verification): one pass, passes of
+             * several tokens with a partial last one, and just past them */
+            for (int64_t n = 2; n <= 9; n++)
+                if (n != 3) check_matmul(k, types[i], 37, cols, n, 2);
             check_matmul(k, types[i], 50, cols, 70, 3); /* several token blocks */
             /* mat-vec over a matrix of several 64 KiB work items, the last
              * one partial (and not a whole number of row groups) */

@@ -1,7 +1,7 @@
 /*
- * vec_dot_k_amx.c — Q6_K products of the AMX table: mat-vec on AVX-512 VNNI
- * from repacked records, mat-mat on AMX tiles from the file's rows; and
- * Q4_K's mat-vec from repacked records (below).
+ * vec_dot_k_amx.c — Q6_K, Q4_K and Q5_K products of the AMX table: one to
+ * a few tokens on AVX-512 VNNI from repacked records, more on AMX tiles
+ * (Q6_K also from the file's rows).
  *
  * Per 256-weight super-block b (sixteen sub-blocks k of 16 weights, q in
  * 0..63, int8 scales sc_k) the exact integer
@@ -264,16 +264,26 @@ static bool rows_matmat(const struct tensor_matrix *w, int64_t r0, int nr, const
 static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
                         size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf);
 
-/* One group from the repacked records, or (no panel) mat-vec from records
- * made of the file's rows for this call and mat-mat from the file's rows. */
+/* A few tokens at once from records (below). */
+enum { FEW_MAX = 8, FEW_K45 = 4, FEW_Q6 = 3 };
+typedef void few_fn(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, size_t xq_row, int T, float *y,
+                    int64_t ys);
+static few_fn few_q6_K;
+static void few_group(few_fn *fn, int per, const uint8_t *rec, int64_t nb, int64_t r0, int nr, const void *xq,
+                      size_t xq_row, int64_t n_tok, float *y, int64_t ys);
+
+/* One group from the repacked records, or (no panel) mat-vec and a few
+ * tokens from records made of the file's rows for this call and mat-mat
+ * from the file's rows. */
 static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                                const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK_K;
-    if (n_tok > 1 && w->panel)
+    bool few = n_tok > 1 && n_tok <= FEW_MAX;
+    if (n_tok > 1 && !few && w->panel)
         return recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC, nb, r0, nr,
                            xq, xq_row, packed, n_tok, y, ys, NULL);
-    if (n_tok > 1) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
+    if (n_tok > 1 && !few) return rows_matmat(w, r0, nr, packed, n_tok, y, ys);
     const uint8_t *rec;
     if (w->panel) {
         rec = (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC;
@@ -282,6 +292,10 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
         if (!recs) return false;
         recs_put_group(w, r0, nr, recs);
         rec = recs;
+    }
+    if (few) {
+        few_group(few_q6_K, FEW_Q6, rec, nb, r0, nr, xq, xq_row, n_tok, y, ys);
+        return true;
     }
     float out[GROUP];
     recs_matvec(rec, nb, nr, xq, out);
@@ -402,86 +416,6 @@ static void repack_k45(const struct tensor_matrix *w, void *dst) {
 
 static inline __m512 neg_ps(__m512 x) {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u)));
-}
-
-/* Mat-vec of one group's records (Q4_K, or with q5 Q5_K) against a Q8_K
- * row (ysum: its eight 32-weight sums per super-block, int16): the sixteen
- * rows in lanes, each row's scales and mins unpacked in its lane
- * (k_scales_mins_words), the mins' sum by 16-bit products. */
-static inline __attribute__((always_inline)) void recs_matvec_k45(const uint8_t *rec, int64_t nb, int nr,
-                                                                    const block_q8_K *y, const int16_t *ysum, float *out,
-                                                                    const bool q5) {
-    const size_t rec_bytes = k45_rec(q5);
-    const __m512i fifth = _mm512_set1_epi8(0x10);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
-    const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
-    /* byte i of each 32-bit lane, zero-extended */
-    __m512i pick[4];
-    for (int i = 0; i < 4; i++)
-        pick[i] = _mm512_set4_epi32((int)(0x8080800Cu + i), (int)(0x80808008u + i), (int)(0x80808004u + i),
-                                    (int)(0x80808000u + i));
-    __m512 acc = _mm512_setzero_ps();
-    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
-    for (int64_t b = 0; b < nb; b++, rec += rec_bytes) {
-        const int8_t *yq = y[b].qs;
-        const int16_t *ys = ysum + 8 * b;
-        __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
-        __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
-        __m512i sc[2], mn[2];
-        sc[0] = _mm512_and_si512(w0, lo6);
-        sc[1] = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
-        mn[0] = _mm512_and_si512(w1, lo6);
-        mn[1] = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
-        __m512i S = _mm512_setzero_si512();
-        for (int jp = 0; jp < 4; jp++) {
-            pf = prefetch_lines(pf, rec + (size_t)(jp + 1) * (rec_bytes / 4) + PF_AHEAD);
-            __m512i dl = _mm512_setzero_si512(), dh = dl;
-            for (int c = 0; c < 8; c++) {
-                int L = 8 * jp + c;
-                __m512i q = _mm512_loadu_si512(rec + 64 * L);
-                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (q5) {
-                    uint64_t ml, mh;
-                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
-                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
-                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth); /* bit 4 is clear: add is or */
-                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
-                }
-                dl = _mm512_dpbusd_epi32(dl, lo, _mm512_set1_epi32(load_i32(yq + 64 * jp + 4 * c)));
-                dh = _mm512_dpbusd_epi32(dh, hi, _mm512_set1_epi32(load_i32(yq + 64 * jp + 32 + 4 * c)));
-            }
-            int j = 2 * jp;
-            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dl, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4])));
-            S = _mm512_add_epi32(S, _mm512_mullo_epi32(dh, _mm512_shuffle_epi8(sc[j / 4], pick[j % 4 + 1])));
-        }
-        /* mins in 16-bit pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) */
-        __m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_and_si512(mn[0], w16),
-                                        _mm512_set1_epi32((int)((uint16_t)ys[0] | (uint32_t)(uint16_t)ys[2] << 16)));
-        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[0], 8), w16),
-                                _mm512_set1_epi32((int)((uint16_t)ys[1] | (uint32_t)(uint16_t)ys[3] << 16)));
-        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(mn[1], w16),
-                                _mm512_set1_epi32((int)((uint16_t)ys[4] | (uint32_t)(uint16_t)ys[6] << 16)));
-        M = _mm512_dpwssd_epi32(M, _mm512_and_si512(_mm512_srli_epi32(mn[1], 8), w16),
-                                _mm512_set1_epi32((int)((uint16_t)ys[5] | (uint32_t)(uint16_t)ys[7] << 16)));
-        __m512 dy = _mm512_set1_ps(y[b].d);
-        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
-        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dy), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dy)), acc);
-    }
-    _Alignas(64) float res[GROUP];
-    _mm512_store_ps(res, acc);
-    for (int r = 0; r < nr; r++) out[r] = res[r];
-}
-
-static void recs_matvec_q4_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
-                             float *out) {
-    recs_matvec_k45(rec, nb, nr, y, ysum, out, false);
-}
-
-static void recs_matvec_q5_K(const uint8_t *rec, int64_t nb, int nr, const block_q8_K *y, const int16_t *ysum,
-                             float *out) {
-    recs_matvec_k45(rec, nb, nr, y, ysum, out, true);
 }
 
 /* ---- mat-mat from records (Q6_K, Q4_K, Q5_K) ------------------------------ *
@@ -659,6 +593,205 @@ static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, i
     return true;
 }
 
+
+/* ---- a few tokens from records (Q6_K, Q4_K, Q5_K) -------------------------- *
+ *
+ * One to FEW_MAX tokens (a decode step, a draft's verification, a small
+ * batch; Q6_K's single token has its own mat-vec above): per
+ * super-block each chunk of the records is unpacked once into registers
+ * and multiplied by every token's activations, read straight from the
+ * quantized rows. Each token's chain is the mat-vec's, so the bits are
+ * those of one token at a time. Up to FEW_K45 (Q4_K/Q5_K) or FEW_Q6 (Q6_K)
+ * tokens go through at once; more take another pass over the group's
+ * records, which are in the caches by then. */
+static inline const block_q8_K *few_row(const uint8_t *xq, size_t xq_row, int t, int64_t b) {
+    return (const block_q8_K *)(xq + (size_t)t * xq_row) + b;
+}
+
+/* T tokens (1..FEW_K45) of xq (xq_row bytes apart) against one group's
+ * Q4_K (q5: Q5_K) records; token t's rows go to y + t * ys (nr of them). */
+static inline __attribute__((always_inline)) void few_k45(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq,
+                                                            size_t xq_row, const int T, float *y, int64_t ys,
+                                                            const bool q5) {
+    const size_t rec_bytes = k45_rec(q5);
+    const __m512i fifth = _mm512_set1_epi8(0x10);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
+    __m512i pick[4];
+    #pragma GCC unroll 8
+    for (int i = 0; i < 4; i++)
+        pick[i] = _mm512_set4_epi32((int)(0x8080800Cu + i), (int)(0x80808008u + i), (int)(0x80808004u + i),
+                                    (int)(0x80808000u + i));
+    __m512 acc[FEW_K45];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += rec_bytes) {
+        __m512i w0 = _mm512_loadu_si512(rec + K4_SCW), w1 = _mm512_loadu_si512(rec + K4_SCW + 64);
+        __m512i w2 = _mm512_loadu_si512(rec + K4_SCW + 128);
+        __m512i sc[2], mn[2];
+        sc[0] = _mm512_and_si512(w0, lo6);
+        sc[1] = or_and(_mm512_and_si512(w2, lo4), _mm512_srli_epi32(w0, 2), hi2);
+        mn[0] = _mm512_and_si512(w1, lo6);
+        mn[1] = or_and(_mm512_and_si512(_mm512_srli_epi32(w2, 4), lo4), _mm512_srli_epi32(w1, 2), hi2);
+        const int32_t *yw[FEW_K45]; /* the tokens' quants, four at a time (the build allows the aliasing) */
+        __m512i S[FEW_K45];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            yw[t] = (const int32_t *)(const void *)few_row(xq, xq_row, t, b)->qs, S[t] = _mm512_setzero_si512();
+        for (int jp = 0; jp < 4; jp++) {
+            pf = prefetch_lines(pf, rec + (size_t)(jp + 1) * (rec_bytes / 4) + PF_AHEAD);
+            __m512i dl[FEW_K45], dh[FEW_K45];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) dl[t] = dh[t] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                int L = 8 * jp + c;
+                __m512i q = _mm512_loadu_si512(rec + 64 * L);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (q5) {
+                    uint64_t ml, mh;
+                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    dl[t] = _mm512_dpbusd_epi32(dl[t], lo, _mm512_set1_epi32(yw[t][16 * jp + c]));
+                    dh[t] = _mm512_dpbusd_epi32(dh[t], hi, _mm512_set1_epi32(yw[t][16 * jp + 8 + c]));
+                }
+            }
+            int j = 2 * jp;
+            __m512i s0 = _mm512_shuffle_epi8(sc[j / 4], pick[j % 4]), s1 = _mm512_shuffle_epi8(sc[j / 4], pick[j % 4 + 1]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(dl[t], s0));
+                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(dh[t], s1));
+            }
+        }
+        __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
+        __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
+        __m512i m0 = _mm512_and_si512(mn[0], w16), m1 = _mm512_and_si512(_mm512_srli_epi32(mn[0], 8), w16);
+        __m512i m2 = _mm512_and_si512(mn[1], w16), m3 = _mm512_and_si512(_mm512_srli_epi32(mn[1], 8), w16);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const block_q8_K *yt = few_row(xq, xq_row, t, b);
+            int16_t ys8[8]; /* the eight 32-weight sums, as pack_q8_K gives a mat-vec */
+            #pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) ys8[i] = (int16_t)(yt->bsums[2 * i] + yt->bsums[2 * i + 1]);
+            /* mins in 16-bit pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) */
+            __m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), m0,
+                                            _mm512_set1_epi32((int)((uint16_t)ys8[0] | (uint32_t)(uint16_t)ys8[2] << 16)));
+            M = _mm512_dpwssd_epi32(M, m1, _mm512_set1_epi32((int)((uint16_t)ys8[1] | (uint32_t)(uint16_t)ys8[3] << 16)));
+            M = _mm512_dpwssd_epi32(M, m2, _mm512_set1_epi32((int)((uint16_t)ys8[4] | (uint32_t)(uint16_t)ys8[6] << 16)));
+            M = _mm512_dpwssd_epi32(M, m3, _mm512_set1_epi32((int)((uint16_t)ys8[5] | (uint32_t)(uint16_t)ys8[7] << 16)));
+            __m512 dy = _mm512_set1_ps(yt->d);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, dy), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dy)), acc[t]);
+        }
+    }
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * (size_t)ys, rows, acc[t]);
+}
+
+static void few_q4_K(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, size_t xq_row, int T, float *y,
+                     int64_t ys) {
+    switch (T) {
+    case 1: few_k45(rec, nb, nr, xq, xq_row, 1, y, ys, false); break;
+    case 2: few_k45(rec, nb, nr, xq, xq_row, 2, y, ys, false); break;
+    case 3: few_k45(rec, nb, nr, xq, xq_row, 3, y, ys, false); break;
+    default: few_k45(rec, nb, nr, xq, xq_row, 4, y, ys, false); break;
+    }
+}
+
+static void few_q5_K(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, size_t xq_row, int T, float *y,
+                     int64_t ys) {
+    switch (T) {
+    case 1: few_k45(rec, nb, nr, xq, xq_row, 1, y, ys, true); break;
+    case 2: few_k45(rec, nb, nr, xq, xq_row, 2, y, ys, true); break;
+    case 3: few_k45(rec, nb, nr, xq, xq_row, 3, y, ys, true); break;
+    default: few_k45(rec, nb, nr, xq, xq_row, 4, y, ys, true); break;
+    }
+}
+
+/* T tokens (1..FEW_Q6) against one group's Q6_K records, as few_k45. */
+static inline __attribute__((always_inline)) void few_q6(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq,
+                                                           size_t xq_row, const int T, float *y, int64_t ys) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[FEW_Q6];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = (const uint8_t *)(((uintptr_t)rec + PF_AHEAD) & ~(uintptr_t)63);
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC) {
+        const int8_t *yq[FEW_Q6];
+        __m512i S[FEW_Q6];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) yq[t] = few_row(xq, xq_row, t, b)->qs, S[t] = _mm512_setzero_si512();
+        for (int m = 0; m < 4; m++) {
+            pf = prefetch_lines(pf, rec + (m + 1) * (Q6_REC / 4) + PF_AHEAD);
+            __m512i dd[FEW_Q6][4];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                #pragma GCC unroll 8
+                for (int j = 0; j < 4; j++) dd[t][j] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int i = 0; i < 4; i++) {
+                int g = 4 * m + i;
+                const uint8_t *run = rec + 64 * 3 * g;
+                __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64);
+                __m512i l2 = _mm512_loadu_si512(run + 128);
+                __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+                v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+                const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+                    #pragma GCC unroll 8
+                    for (int j = 0; j < 4; j++)
+                        dd[t][j] = _mm512_dpbusd_epi32(dd[t][j], v[j], _mm512_set1_epi32(load_i32(yq[t] + 4 * (g + 16 * j))));
+            }
+            #pragma GCC unroll 8
+            for (int j = 0; j < 4; j++) {
+                int k = m + 4 * j;
+                __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * k)));
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    int32_t bs = few_row(xq, xq_row, t, b)->bsums[k];
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_sub_epi32(dd[t][j], _mm512_set1_epi32(32 * bs)), sc));
+                }
+            }
+        }
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, _mm512_set1_ps(few_row(xq, xq_row, t, b)->d)),
+                                     acc[t]);
+    }
+    const __mmask16 rows = (__mmask16)((1u << nr) - 1);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * (size_t)ys, rows, acc[t]);
+}
+
+static void few_q6_K(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, size_t xq_row, int T, float *y,
+                     int64_t ys) {
+    switch (T) {
+    case 1: few_q6(rec, nb, nr, xq, xq_row, 1, y, ys); break;
+    case 2: few_q6(rec, nb, nr, xq, xq_row, 2, y, ys); break;
+    default: few_q6(rec, nb, nr, xq, xq_row, 3, y, ys); break;
+    }
+}
+
+/* n_tok (1..FEW_MAX) tokens against the group at r0 (nr rows, records at
+ * rec), per passes of at most per tokens. */
+static void few_group(few_fn *fn, int per, const uint8_t *rec, int64_t nb, int64_t r0, int nr, const void *xq,
+                      size_t xq_row, int64_t n_tok, float *y, int64_t ys) {
+    for (int64_t t0 = 0; t0 < n_tok; t0 += per) {
+        int T = n_tok - t0 < per ? (int)(n_tok - t0) : per;
+        fn(rec, nb, nr, (const uint8_t *)xq + (size_t)t0 * xq_row, xq_row, T, y + t0 * ys + r0, ys);
+    }
+}
+
 /* Q4_K: repacked weights from their records, others from the file's rows. */
 static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
@@ -666,15 +799,9 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
     int64_t nb = w->cols / QK_K;
     for (int64_t g = r0; g < r1; g += GROUP) {
         int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
-        if (n_tok > 1) {
-            if (!recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, g, nr,
-                             xq, xq_row, packed, n_tok, y, ys, NULL))
-                return false;
-            continue;
-        }
-        float out[GROUP];
-        recs_matvec_q4_K((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, nr, xq, packed, out);
-        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+        const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC;
+        if (n_tok <= FEW_MAX) few_group(few_q4_K, FEW_K45, rec, nb, g, nr, xq, xq_row, n_tok, y, ys);
+        else if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, NULL)) return false;
     }
     return true;
 }
@@ -692,19 +819,15 @@ static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t
             rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q5K_REC;
         } else {
             size_t recs_bytes = ((size_t)nb * Q5K_REC + 63) & ~(size_t)63;
-            uint8_t *buf = tensor_amx_scratch(recs_bytes + (n_tok > 1 ? matmat_work_size(w->type, nb, xq_row) : 0));
+            bool mat = n_tok > FEW_MAX;
+            uint8_t *buf = tensor_amx_scratch(recs_bytes + (mat ? matmat_work_size(w->type, nb, xq_row) : 0));
             if (!buf) return false;
             recs_put_group_k45(w, g, nr, buf);
             rec = buf;
             work = buf + recs_bytes;
         }
-        if (n_tok > 1) {
-            if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work)) return false;
-            continue;
-        }
-        float out[GROUP];
-        recs_matvec_q5_K(rec, nb, nr, xq, packed, out);
-        for (int r = 0; r < nr; r++) y[g + r] = out[r];
+        if (n_tok <= FEW_MAX) few_group(few_q5_K, FEW_K45, rec, nb, g, nr, xq, xq_row, n_tok, y, ys);
+        else if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work)) return false;
     }
     return true;
 }
