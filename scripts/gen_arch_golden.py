@@ -2,14 +2,16 @@
 """gen_arch_golden.py -- writes the llama.cpp golden data of tests/data/arch_golden/.
 
 For each model family kvik runs (llama, llama 3 with rope_freqs, qwen2,
-gemma3, phi3) there is a tiny synthetic shape (`kvik synth --list`: tiny-*).
+gemma3, phi3, phi3 with longrope) there is a tiny synthetic shape (`kvik synth --list`: tiny-*).
 This script writes each one with `./build/kvik synth` (fixed seed, weight
 types F16 and Q8_0, the default model's vocabulary), runs it in llama.cpp
 through the PyPI package llama-cpp-python (the venv of scripts/gen_golden.py,
 pinned in scripts/golden-requirements.txt), and records for one fixed
 sequence of token ids (given directly: no tokenizer) the top-20 natural-log
 probabilities at every position. tests/test_arch_golden.c synthesizes the
-same files and compares kvik's forward pass with them.
+same files and compares kvik's forward pass with them. A shape whose RoPE
+depends on the context (tiny-phi3-longrope) runs once per context that
+chooses another set of factors (RUNS).
 
 Setup (once; the same venv as gen_golden.py, ~/.cache/kvik/golden-venv):
 
@@ -53,7 +55,20 @@ SHAPES = [
      "layers 0-4 slide (window 16, rope base 10000), layer 5 global (rope base 1e6); "
      "head 64 over width 128; q/k norms, post norms, GELU, sqrt(n_embd) embedding scale, tied"),
     ("tiny-phi3", "phi3", "fused attn_qkv and gate/up ffn_up, NEOX rope, untied"),
+    ("tiny-phi3-longrope", "phi3 (longrope)",
+     "as tiny-phi3, plus rope_factors_long (1 to 57.75) and rope_factors_short (1 to 2.19), "
+     "attn_factor sqrt(1.75), original context 256 of 16384"),
 ]
+
+# The runs of a shape: (golden file name, n_ctx); n_ctx None: N_CTX, and the
+# file has no n_ctx record. llama.cpp chooses Phi-3's long factors when its
+# context per sequence (n_ctx rounded up to a multiple of 256) exceeds the
+# original context (256): n_ctx 256 (equal: not more) runs with the short
+# ones, 512 with the long ones. Both are multiples of 256, so kvik, given
+# the same longest sequence, sees the context llama.cpp compared.
+RUNS = {
+    "tiny-phi3-longrope": [("tiny-phi3-longrope-short", 256), ("tiny-phi3-longrope-long", 512)],
+}
 TYPES = ["f16", "q8_0"]
 SYNTH_SEED = 1
 
@@ -89,18 +104,18 @@ def synth(kvik, shape, qtype, vocab, path):
                    stderr=subprocess.DEVNULL)
 
 
-def load(path):
+def load(path, n_ctx):
     from llama_cpp import Llama
-    return Llama(model_path=path, logits_all=True, n_ctx=N_CTX,
+    return Llama(model_path=path, logits_all=True, n_ctx=n_ctx,
                  n_batch=N_BATCH, n_ubatch=N_BATCH, n_threads=N_THREADS,
                  n_threads_batch=N_THREADS, seed=SEED, type_k=GGML_TYPE_F32,
                  type_v=GGML_TYPE_F32, verbose=False)
 
 
-def logprobs(path, ids, one_by_one=False):
+def logprobs(path, ids, n_ctx, one_by_one=False):
     """[len(ids)][n_vocab] float64 log-softmax of llama.cpp's logits."""
     import numpy as np
-    llm = load(path)
+    llm = load(path, n_ctx)
     if one_by_one:
         for t in ids:
             llm.eval([t])
@@ -189,37 +204,50 @@ def llama3_factors(dim, base, factor, low, high, orig_ctx):
 
 
 def mutate(src, dst, what):
-    """Copies src to dst with one change (see MUTATIONS)."""
+    """Copies src to dst with one change, or each of a tuple of changes (see
+    MUTATIONS)."""
     import numpy as np
     shutil.copyfile(src, dst)
     tensors, keys = gguf_layout(src)
+    changes = what if isinstance(what[0], tuple) else (what,)
     with open(dst, "r+b") as f:
-        kind, arg = what
-        if kind in ("u32", "f32"):
-            key, val = arg
-            f.seek(keys[key][0])
-            f.write(struct.pack("<I" if kind == "u32" else "<f", val))
-        elif kind == "fill":           # every F32 tensor named *suffix := value
-            suffix, val = arg
-            for name, (ne, t, off) in tensors.items():
-                if name.endswith(suffix) and t == 0:
-                    f.seek(off)
-                    f.write(np.full(int(np.prod(ne)), val, np.float32).tobytes())
-        elif kind == "llama3_factors":  # rope_freqs := the factors of another original context
-            ne, t, off = tensors["rope_freqs.weight"]
-            f.seek(off)
-            f.write(llama3_factors(2 * ne[0], *arg).tobytes())
-        elif kind == "swap_halves":    # rows [0, n/2) <-> [n/2, n) of F16 tensors *suffix
-            for name, (ne, t, off) in tensors.items():
-                if name.endswith(arg) and t == 1:
-                    cols, rows = ne
-                    f.seek(off)
-                    a = np.frombuffer(f.read(cols * rows * 2), np.float16).reshape(rows, cols)
-                    f.seek(off)
-                    f.write(np.concatenate([a[rows // 2:], a[:rows // 2]]).tobytes())
+        for kind, arg in changes:
+            if kind in ("u32", "f32"):
+                key, val = arg
+                f.seek(keys[key][0])
+                f.write(struct.pack("<I" if kind == "u32" else "<f", val))
+            elif kind == "fill":           # every F32 tensor named *suffix := value
+                suffix, val = arg
+                for name, (ne, t, off) in tensors.items():
+                    if name.endswith(suffix) and t == 0:
+                        f.seek(off)
+                        f.write(np.full(int(np.prod(ne)), val, np.float32).tobytes())
+            elif kind == "copy":           # F32 tensor dst := F32 tensor src (same size)
+                src_name, dst_name = arg
+                ne, t, off = tensors[src_name]
+                f.seek(off)
+                data = f.read(int(np.prod(ne)) * 4)
+                f.seek(tensors[dst_name][2])
+                f.write(data)
+            elif kind == "llama3_factors":  # rope_freqs := the factors of another original context
+                ne, t, off = tensors["rope_freqs.weight"]
+                f.seek(off)
+                f.write(llama3_factors(2 * ne[0], *arg).tobytes())
+            elif kind == "swap_halves":    # rows [0, n/2) <-> [n/2, n) of F16 tensors *suffix
+                for name, (ne, t, off) in tensors.items():
+                    if name.endswith(arg) and t == 1:
+                        cols, rows = ne
+                        f.seek(off)
+                        a = np.frombuffer(f.read(cols * rows * 2), np.float16).reshape(rows, cols)
+                        f.seek(off)
+                        f.write(np.concatenate([a[rows // 2:], a[:rows // 2]]).tobytes())
 
 
-# (shape, description, mutation), run on the F16 files
+LONGROPE_ONES = ("fill", ("rope_factors_long.weight", 1.0)), ("fill", ("rope_factors_short.weight", 1.0))
+LONGROPE_ATTN = ("f32", ("phi3.rope.scaling.attn_factor", 1.0))
+
+# (golden file name, description, mutation or tuple of them), run on the F16
+# files
 MUTATIONS = [
     ("tiny-llama3", "rope_freqs ignored (all factors 1)", ("fill", ("rope_freqs.weight", 1.0))),
     ("tiny-llama3", "rope_freqs of Llama 3.2 (original context 8192, not 64)",
@@ -230,20 +258,31 @@ MUTATIONS = [
     ("tiny-gemma3", "window 17 instead of 16", ("u32", ("gemma3.attention.sliding_window", 17))),
     ("tiny-gemma3", "sliding layers with the global rope base", ("f32", ("gemma3.rope.freq_base_swa", 1e6))),
     ("tiny-phi3", "gate and up halves of ffn_up swapped", ("swap_halves", "ffn_up.weight")),
+    ("tiny-phi3-longrope-short", "rope factors ignored (all 1)", LONGROPE_ONES),
+    ("tiny-phi3-longrope-short", "attn_factor ignored (1)", LONGROPE_ATTN),
+    ("tiny-phi3-longrope-short", "the long factors instead of the short",
+     ("copy", ("rope_factors_long.weight", "rope_factors_short.weight"))),
+    ("tiny-phi3-longrope-long", "rope factors ignored (all 1)", LONGROPE_ONES),
+    ("tiny-phi3-longrope-long", "attn_factor ignored (1)", LONGROPE_ATTN),
+    ("tiny-phi3-longrope-long", "the short factors instead of the long",
+     ("copy", ("rope_factors_short.weight", "rope_factors_long.weight"))),
+    ("tiny-phi3-longrope-long", "rope factors and attn_factor ignored", LONGROPE_ONES + (LONGROPE_ATTN,)),
 ]
 
 
 # ---- output --------------------------------------------------------------
 
-def fmt_file(shape, family, qtype, file_sha, vocab_sha, n_vocab, ids, rows):
+def fmt_file(shape, family, qtype, n_ctx, file_sha, vocab_sha, n_vocab, ids, rows):
     import numpy as np
     L = ["# kvik arch golden data v1 -- generated by scripts/gen_arch_golden.py; "
          "format: tests/data/arch_golden/README.md",
          "shape %s" % shape,
          "family %s" % family,
          "type %s" % qtype,
-         "seed %d" % SYNTH_SEED,
-         "file_sha256 %s" % file_sha,
+         "seed %d" % SYNTH_SEED]
+    if n_ctx is not None:
+        L.append("n_ctx %d" % n_ctx)
+    L += ["file_sha256 %s" % file_sha,
          "vocab_sha256 %s" % vocab_sha,
          "n_vocab %d" % n_vocab,
          "n_ids %d" % len(ids),
@@ -286,6 +325,15 @@ attention off, the llama-cpp-python default; the K/V cache in F32 so the
 reference carries no F16 rounding of K and V). The {n_ids} ids are evaluated
 in one `eval()` call, one batch.
 
+`tiny-phi3-longrope` runs twice, since llama.cpp chooses Phi-3's factors
+by its context per sequence (`n_ctx` rounded up to a multiple of 256)
+against `phi3.rope.scaling.original_context_length` (256 here): with
+`n_ctx=256` (equal, not more) it rotates with `rope_factors_short` (files
+`tiny-phi3-longrope-short.*`), with `n_ctx=512` with `rope_factors_long`
+(`tiny-phi3-longrope-long.*`). Those files carry an `n_ctx` record and the
+test runs kvik with that longest sequence (both multiples of 256, so kvik
+compares the context llama.cpp compared).
+
 ## Shapes
 
 | shape | family | layers | width | heads / kv | head | notes |
@@ -310,6 +358,7 @@ value. Lines starting with `#` are comments. Records, in this order:
 | `family` | the family it stands for |
 | `type` | the `kvik synth --type` |
 | `seed` | the `kvik synth --seed` |
+| `n_ctx` | optional, in the runs of a shape at several contexts: llama.cpp's `n_ctx` (else {n_ctx}); kvik runs with that longest sequence |
 | `file_sha256` | sha256 of the synthesized file llama.cpp ran |
 | `vocab_sha256` | sha256 of the GGUF whose tokenizer the file copies |
 | `n_vocab` | logits per position |
@@ -376,35 +425,37 @@ def generate(kvik, vocab, out_dir):
             r = rows_by_shape[shape]  # shape family layers embd ff heads kv head ...
             shapes.append("| `%s` | %s | %s | %s | %s / %s | %s | %s |" % (
                 shape, family, r[2], r[3], r[5], r[6], r[7], note))
-            for qtype in TYPES:
+            for qtype, (gname, n_ctx) in [(q, run) for q in TYPES for run in RUNS.get(shape, [(shape, None)])]:
+                ctx = N_CTX if n_ctx is None else n_ctx
                 path = os.path.join(tmp, "%s.%s.gguf" % (shape, qtype))
                 synth(kvik, shape, qtype, vocab, path)
                 fsha = sha256_file(path)
-                rows, n_vocab = logprobs(path, ids)
-                single, _ = logprobs(path, ids, one_by_one=True)
+                rows, n_vocab = logprobs(path, ids, ctx)
+                single, _ = logprobs(path, ids, ctx, one_by_one=True)
                 kl, agree = mean_kl(rows, single)
-                noise.append("| `%s.%s.txt` | %.2e | %d/%d |" % (shape, qtype, kl, agree, len(ids)))
-                body = fmt_file(shape, family, qtype, fsha, vocab_sha, n_vocab, ids, rows)
-                name = "%s.%s.txt" % (shape, qtype)
+                noise.append("| `%s.%s.txt` | %.2e | %d/%d |" % (gname, qtype, kl, agree, len(ids)))
+                body = fmt_file(shape, family, qtype, n_ctx, fsha, vocab_sha, n_vocab, ids, rows)
+                name = "%s.%s.txt" % (gname, qtype)
                 with open(os.path.join(out_dir, name), "w", encoding="ascii", newline="\n") as f:
                     f.write(body)
                 files.append("| `%s` | %d | `%s` |" % (name, len(body),
                              hashlib.sha256(body.encode()).hexdigest()))
-                print("%-24s mean KL batch vs one-by-one %.2e" % (name, kl))
+                print("%-32s mean KL batch vs one-by-one %.2e" % (name, kl))
                 if qtype != "f16":
+                    os.remove(path)
                     continue
-                for mshape, desc, what in MUTATIONS:
-                    if mshape != shape:
+                for mname, desc, what in MUTATIONS:
+                    if mname != gname:
                         continue
                     mpath = path + ".mut.gguf"
                     mutate(path, mpath, what)
-                    mrows, _ = logprobs(mpath, ids)
+                    mrows, _ = logprobs(mpath, ids, ctx)
                     mkl, magree = mean_kl(rows, mrows)
-                    muts.append("| `%s` | %s | %.4f | %d/%d |" % (shape, desc, mkl, magree, len(ids)))
+                    muts.append("| `%s` | %s | %.4f | %d/%d |" % (gname, desc, mkl, magree, len(ids)))
                     if what[0] == "llama3_factors":  # and those factors against none
                         npath = path + ".ones.gguf"
                         mutate(path, npath, ("fill", ("rope_freqs.weight", 1.0)))
-                        orows, _ = logprobs(npath, ids)
+                        orows, _ = logprobs(npath, ids, ctx)
                         l3_kl, l3_agree = mean_kl(mrows, orows)
                         l3_note = "mean KL %.1e between those factors and none, argmax same %d/%d" % (
                             l3_kl, l3_agree, len(ids))

@@ -2,14 +2,17 @@
  * test_arch_golden.c — kvik against llama.cpp on a synthetic file of each
  * model family.
  *
- * tests/data/arch_golden/SHAPE.TYPE.txt hold llama.cpp's top-20
+ * tests/data/arch_golden/NAME.TYPE.txt hold llama.cpp's top-20
  * log-probabilities at every position of a fixed sequence of token ids,
  * run on the file `kvik synth` writes for the family's tiny shape
  * (scripts/gen_arch_golden.py; format in tests/data/arch_golden/README.md).
- * Each test writes the same files again (shape, type and seed from the data,
- * the default model's vocabulary; the file's sha256 must be the recorded
- * one, else the data is stale), runs the ids through model_forward in one
- * batch and requires, for every file:
+ * NAME is the shape, or for a shape whose RoPE depends on the context one
+ * run of it (tiny-phi3-longrope-short, -long), whose data names llama.cpp's
+ * context. Each test writes the same files again (shape, type and seed from
+ * the data, the default model's vocabulary; the file's sha256 must be the
+ * recorded one, else the data is stale), runs the ids through model_forward
+ * in one batch, with the recorded context as the longest sequence (else the
+ * ids' count), and requires, for every file:
  *   - top-1 agreement >= 99% over the positions where llama.cpp's margin
  *     between its first two ids exceeds the file's clear margin (below);
  *   - mean KL(llama.cpp || kvik) over llama.cpp's 20 recorded ids (both
@@ -44,6 +47,7 @@ struct arch_golden {
     char shape[64], type[16];
     uint64_t seed;
     char file_sha[65], vocab_sha[65];
+    int n_ctx; /* llama.cpp's n_ctx where the data records it; 0: none */
     int n_vocab, n_ids, n_pos;
     int32_t ids[MAX_IDS];
     int32_t (*top_id)[TOPK];
@@ -79,6 +83,7 @@ static bool arch_golden_load(const char *path, struct arch_golden *g) {
         if (!strcmp(key, "shape")) snprintf(g->shape, sizeof g->shape, "%s", val);
         else if (!strcmp(key, "type")) snprintf(g->type, sizeof g->type, "%s", val);
         else if (!strcmp(key, "seed")) g->seed = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "n_ctx")) ok = (g->n_ctx = atoi(val)) > 0 && g->n_ctx <= 1 << 20;
         else if (!strcmp(key, "file_sha256")) snprintf(g->file_sha, sizeof g->file_sha, "%s", val);
         else if (!strcmp(key, "vocab_sha256")) snprintf(g->vocab_sha, sizeof g->vocab_sha, "%s", val);
         else if (!strcmp(key, "n_vocab")) g->n_vocab = atoi(val);
@@ -133,9 +138,11 @@ static void log_softmax(const float *logits, int n, double *out) {
     for (int i = 0; i < n; i++) out[i] = (double)logits[i] - lse;
 }
 
-/* kvik's logits for every position of g's ids, from the model at path;
- * NULL (with a failure saying why) if it does not load or run. */
-static float *run_kvik(const char *path, const struct arch_golden *g, const char *what) {
+/* kvik's logits for every position of g's ids, from the model at path, its
+ * longest sequence g's n_ctx (else the ids' count); NULL (with a failure
+ * saying why) if it does not load or run. want_long: 1 or 0 where the run
+ * must rotate with the file's long or short factors (-1: no check). */
+static float *run_kvik(const char *path, const struct arch_golden *g, const char *what, int want_long) {
     struct kvik_err err = {0};
     struct model *m = NULL;
     if (model_load(path, &m, &err)) {
@@ -143,7 +150,14 @@ static float *run_kvik(const char *path, const struct arch_golden *g, const char
         return NULL;
     }
     float *logits = NULL;
-    struct model_ctx *ctx = model_ctx_new(m, 2, g->n_ids, g->n_ids, &err);
+    int n_ctx = g->n_ctx > g->n_ids ? g->n_ctx : g->n_ids;
+    if (want_long >= 0) {
+        const float *f = model_rope_factors(m, n_ctx);
+        CHECK_MSG(m->rope_long && m->rope_short && f == (want_long ? m->rope_long : m->rope_short),
+                  "%s: a context of %d (original %d) should rotate with the %s factors", what, n_ctx,
+                  m->hp.n_ctx_orig, want_long ? "long" : "short");
+    }
+    struct model_ctx *ctx = model_ctx_new(m, 2, g->n_ids, n_ctx, &err);
     struct kv_flat kv = {0};
     bool kv_ok = ctx && kv_flat_init(&kv, m->hp.n_layer, 1, g->n_ids, m->hp.n_head_kv * m->hp.head_dim,
                                      TENSOR_TYPE_F32, &err) == KVIK_OK;
@@ -170,12 +184,12 @@ static float *run_kvik(const char *path, const struct arch_golden *g, const char
     return logits;
 }
 
-/* Compares kvik with one golden file of a shape: writes the file, checks
- * its sha256, runs it, checks the two bounds. */
-static void check_one(const char *shape, const char *type, const char *vocab) {
+/* Compares kvik with one golden file (NAME.TYPE.txt) of a shape: writes the
+ * file, checks its sha256, runs it, checks the two bounds. */
+static void check_one(const char *name, const char *shape, const char *type, const char *vocab, int want_long) {
     char gpath[4096], what[96];
-    snprintf(gpath, sizeof gpath, "%s/arch_golden/%s.%s.txt", test_env("KVIK_TEST_DATA"), shape, type);
-    snprintf(what, sizeof what, "%s %s", shape, type);
+    snprintf(gpath, sizeof gpath, "%s/arch_golden/%s.%s.txt", test_env("KVIK_TEST_DATA"), name, type);
+    snprintf(what, sizeof what, "%s %s", name, type);
     struct arch_golden g;
     if (!arch_golden_load(gpath, &g)) return;
     char vsha[65], fsha[65], dir[64], path[128];
@@ -202,7 +216,7 @@ static void check_one(const char *shape, const char *type, const char *vocab) {
                   "rerun scripts/gen_arch_golden.py",
                   what, fsha);
     } else {
-        logits = run_kvik(path, &g, what);
+        logits = run_kvik(path, &g, what, want_long);
     }
     remove(path);
     rmdir(dir);
@@ -235,7 +249,7 @@ static void check_one(const char *shape, const char *type, const char *vocab) {
         kl_sum += kl;
     }
     double kl = kl_sum / g.n_pos, top1 = clear ? (double)clear_agree / clear : 0;
-    printf("    arch golden %-22s top-1 %d/%d (%d/%d with a margin > %.2f), mean KL %.2e\n", what, agree, g.n_pos,
+    printf("    arch golden %-30s top-1 %d/%d (%d/%d with a margin > %.2f), mean KL %.2e\n", what, agree, g.n_pos,
            clear_agree, clear, margin, kl);
     CHECK_MSG(lp && clear >= g.n_pos / 3, "%s: only %d of %d positions have a clear top-1", what, clear, g.n_pos);
     CHECK_MSG(top1 >= 0.99, "%s: top-1 agreement %d/%d < 99%% where llama.cpp's margin > %.2f", what, clear_agree,
@@ -246,16 +260,22 @@ static void check_one(const char *shape, const char *type, const char *vocab) {
     arch_golden_free(&g);
 }
 
-/* Both golden files (F16, Q8_0) of a shape. */
-static void check_shape(const char *shape) {
+/* Both golden files (F16, Q8_0) of a run NAME of a shape. */
+static void check_run(const char *name, const char *shape, int want_long) {
     char vocab[4096];
     if (!test_default_model(vocab, sizeof vocab)) return;
-    check_one(shape, "f16", vocab);
-    check_one(shape, "q8_0", vocab);
+    check_one(name, shape, "f16", vocab, want_long);
+    check_one(name, shape, "q8_0", vocab, want_long);
 }
+
+static void check_shape(const char *shape) { check_run(shape, shape, -1); }
 
 TEST(arch_golden_llama) { check_shape("tiny-llama"); }
 TEST(arch_golden_llama3_rope_freqs) { check_shape("tiny-llama3"); }
 TEST(arch_golden_qwen2) { check_shape("tiny-qwen2"); }
 TEST(arch_golden_gemma3) { check_shape("tiny-gemma3"); }
 TEST(arch_golden_phi3) { check_shape("tiny-phi3"); }
+/* longrope: llama.cpp at a context of 256 per sequence (the original
+ * length: the short factors) and of 512 (the long ones) */
+TEST(arch_golden_phi3_longrope_short) { check_run("tiny-phi3-longrope-short", "tiny-phi3-longrope", 0); }
+TEST(arch_golden_phi3_longrope_long) { check_run("tiny-phi3-longrope-long", "tiny-phi3-longrope", 1); }

@@ -237,11 +237,12 @@ TEST(model_f32_weights_forward_unfused) {
     model_free(m);
 }
 
-/* A one-layer file of family arch (width 64, 2 heads of 32, F32 weights),
- * every tensor the family needs but `skip` (NULL: none), written to path. */
-static bool write_family_file(const char *path, const char *arch, const char *skip) {
+/* A writer holding a one-layer file of family arch (width 64, 2 heads of
+ * 32, F32 weights), every tensor the family needs but `skip` (NULL: none);
+ * NULL if out of memory. */
+static struct gguf_writer *family_writer(const char *arch, const char *skip) {
     struct gguf_writer *w = gguf_writer_new();
-    if (!w) return false;
+    if (!w) return NULL;
     char key[128];
     snprintf(key, sizeof key, "%s.block_count", arch);
     gguf_writer_set_str(w, "general.architecture", arch);
@@ -267,10 +268,20 @@ static bool write_family_file(const char *path, const char *arch, const char *sk
         int64_t ne[2] = {t[i].ne0, t[i].ne1};
         gguf_writer_add_tensor(w, t[i].name, TENSOR_TYPE_F32, t[i].ne1 ? 2 : 1, ne, NULL);
     }
+    return w;
+}
+
+/* Writes w to path and frees it. */
+static bool writer_finish(struct gguf_writer *w, const char *path) {
     struct kvik_err err = {0};
-    bool ok = gguf_writer_write_file(w, path, &err) == KVIK_OK;
+    bool ok = w && gguf_writer_write_file(w, path, &err) == KVIK_OK;
     gguf_writer_free(w);
     return ok;
+}
+
+/* family_writer's file, written to path. */
+static bool write_family_file(const char *path, const char *arch, const char *skip) {
+    return writer_finish(family_writer(arch, skip), path);
 }
 
 /* A family's file that lacks one of its own tensors, or names a family kvik
@@ -301,5 +312,111 @@ TEST(model_load_family_errors) {
     err = (struct kvik_err){0};
     CHECK_EQ_INT(model_load(path, &m, &err), KVIK_ERR_UNSUPPORTED);
     CHECK_MSG(strstr(err.msg, "gemma2") && strstr(err.msg, "gemma3"), "message: %s", err.msg);
+    remove(path);
+}
+
+/* A llama file (rope over 32 dimensions: 16 pairs) with Phi-3's longrope
+ * tensors: n_long long factors of type long_type (NULL: no such tensor),
+ * 16 short ones (NULL: none); attn_factor and the original context (0: no
+ * key); context length 1000. */
+static bool write_longrope_file(const char *path, const float *long_f, int64_t n_long, int long_type,
+                                const float *short_f, float attn_factor, uint32_t orig) {
+    struct gguf_writer *w = family_writer("llama", NULL);
+    if (!w) return false;
+    gguf_writer_set_u32(w, "llama.context_length", 1000);
+    if (orig) gguf_writer_set_u32(w, "llama.rope.scaling.original_context_length", orig);
+    if (attn_factor != 0.0f) gguf_writer_set_f32(w, "llama.rope.scaling.attn_factor", attn_factor);
+    int64_t n16 = 16;
+    if (long_f || long_type != TENSOR_TYPE_F32)
+        gguf_writer_add_tensor(w, "rope_factors_long.weight", long_type, 1, &n_long, long_f);
+    if (short_f) gguf_writer_add_tensor(w, "rope_factors_short.weight", TENSOR_TYPE_F32, 1, &n16, short_f);
+    return writer_finish(w, path);
+}
+
+/* Loads path, expecting status want; on an error, that err names `needle`. */
+static struct model *load_expect(const char *path, kvik_status want, const char *needle, const char *what) {
+    struct kvik_err err = {0};
+    struct model *m = NULL;
+    kvik_status st = model_load(path, &m, &err);
+    CHECK_MSG(st == want, "%s: status %d, want %d (%s)", what, st, want, err.msg);
+    if (want != KVIK_OK) {
+        CHECK(m == NULL);
+        CHECK_MSG(needle && strstr(err.msg, needle), "%s: message '%s' lacks '%s'", what, err.msg, needle);
+    }
+    return m;
+}
+
+/* Phi-3's longrope: the long and short factors and the attention factor
+ * are read and checked; the long set serves contexts over the original
+ * length, the short one the others; rope_freqs, where present, wins. */
+TEST(model_load_longrope_factors) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/kvik-longrope-%d.gguf", (int)getpid());
+    float lf[16], sf[16], bad[16];
+    for (int i = 0; i < 16; i++) lf[i] = 1.0f + (float)(i * i), sf[i] = 1.0f + (float)i / 8.0f;
+    REQUIRE(write_longrope_file(path, lf, 16, TENSOR_TYPE_F32, sf, 1.25f, 100));
+    struct model *m = load_expect(path, KVIK_OK, NULL, "complete");
+    if (m) {
+        CHECK_EQ_INT(m->hp.n_ctx_train, 1000);
+        CHECK_EQ_INT(m->hp.n_ctx_orig, 100);
+        CHECK(m->hp.rope_attn_factor == 1.25f);
+        CHECK(m->rope_long && m->rope_long[15] == lf[15] && m->rope_short && m->rope_short[3] == sf[3]);
+        CHECK(model_rope_factors(m, 100) == m->rope_short);
+        CHECK(model_rope_factors(m, 2) == m->rope_short);
+        CHECK(model_rope_factors(m, 101) == m->rope_long);
+        model_free(m);
+    }
+    /* no keys: the original length is the context length, no attention factor */
+    REQUIRE(write_longrope_file(path, lf, 16, TENSOR_TYPE_F32, sf, 0.0f, 0));
+    if ((m = load_expect(path, KVIK_OK, NULL, "no keys"))) {
+        CHECK_EQ_INT(m->hp.n_ctx_orig, 1000);
+        CHECK(m->hp.rope_attn_factor == 1.0f);
+        CHECK(model_rope_factors(m, 1000) == m->rope_short && model_rope_factors(m, 1001) == m->rope_long);
+        model_free(m);
+    }
+    /* rope_freqs over both */
+    struct gguf_writer *w = family_writer("llama", NULL);
+    REQUIRE(w);
+    int64_t n16 = 16;
+    gguf_writer_add_tensor(w, "rope_freqs.weight", TENSOR_TYPE_F32, 1, &n16, sf);
+    gguf_writer_add_tensor(w, "rope_factors_long.weight", TENSOR_TYPE_F32, 1, &n16, lf);
+    gguf_writer_add_tensor(w, "rope_factors_short.weight", TENSOR_TYPE_F32, 1, &n16, sf);
+    REQUIRE(writer_finish(w, path));
+    if ((m = load_expect(path, KVIK_OK, NULL, "with rope_freqs"))) {
+        CHECK(m->rope_freqs && model_rope_factors(m, 1 << 20) == m->rope_freqs);
+        model_free(m);
+    }
+    /* a file without any factors rotates with none */
+    REQUIRE(write_family_file(path, "llama", NULL));
+    if ((m = load_expect(path, KVIK_OK, NULL, "none"))) {
+        CHECK(!m->rope_long && !m->rope_short && model_rope_factors(m, 1 << 20) == NULL);
+        model_free(m);
+    }
+    /* refused, with the tensor or key named */
+    REQUIRE(write_longrope_file(path, lf, 16, TENSOR_TYPE_F32, NULL, 1.25f, 100));
+    load_expect(path, KVIK_ERR_FORMAT, "rope_factors_short.weight", "long without short");
+    REQUIRE(write_longrope_file(path, NULL, 16, TENSOR_TYPE_F32, sf, 1.25f, 100));
+    load_expect(path, KVIK_ERR_FORMAT, "rope_factors_long.weight", "short without long");
+    REQUIRE(write_longrope_file(path, lf, 15, TENSOR_TYPE_F32, sf, 1.25f, 100));
+    load_expect(path, KVIK_ERR_FORMAT, "rope_factors_long.weight", "15 long factors");
+    REQUIRE(write_longrope_file(path, NULL, 16, TENSOR_TYPE_F16, sf, 1.25f, 100));
+    load_expect(path, KVIK_ERR_FORMAT, "rope_factors_long.weight", "F16 long factors");
+    const float bad_values[] = {0.0f, -2.0f, NAN, INFINITY};
+    for (size_t k = 0; k < sizeof bad_values / sizeof *bad_values; k++) {
+        memcpy(bad, lf, sizeof bad);
+        bad[7] = bad_values[k];
+        REQUIRE(write_longrope_file(path, bad, 16, TENSOR_TYPE_F32, sf, 1.25f, 100));
+        load_expect(path, KVIK_ERR_FORMAT, "rope_factors_long.weight' value 7", "a bad long factor");
+    }
+    const float bad_attn[] = {-1.0f, NAN, INFINITY};
+    for (size_t k = 0; k < sizeof bad_attn / sizeof *bad_attn; k++) {
+        REQUIRE(write_longrope_file(path, lf, 16, TENSOR_TYPE_F32, sf, bad_attn[k], 100));
+        load_expect(path, KVIK_ERR_FORMAT, "attn_factor", "a bad attention factor");
+    }
+    struct gguf_writer *w0 = family_writer("llama", NULL);
+    REQUIRE(w0);
+    gguf_writer_set_u32(w0, "llama.rope.scaling.original_context_length", 0);
+    REQUIRE(writer_finish(w0, path));
+    load_expect(path, KVIK_ERR_FORMAT, "original_context_length", "original context 0");
     remove(path);
 }

@@ -517,6 +517,7 @@ static void check_family_file(const char *path, const struct synth_shape *s) {
               "%s: general.name '%s'", s->name, gname); /* llama.cpp's Phi-3 token rule (synth.h) */
     int fam = s->family, hd = synth_shape_head_dim(s);
     bool llama = fam == SYNTH_FAMILY_LLAMA, gemma = fam == SYNTH_FAMILY_GEMMA3, phi = fam == SYNTH_FAMILY_PHI3;
+    bool longrope = s->longrope.orig_ctx > 0;
     const struct want_key keys[] = {
         {"block_count", 'u', s->n_layer},
         {"context_length", 'u', s->n_ctx},
@@ -532,14 +533,15 @@ static void check_family_file(const char *path, const struct synth_shape *s) {
         {"attention.sliding_window", gemma || phi ? 'u' : '-', s->sliding_window},
         {"attention.sliding_window_pattern", '-', 0},
         {"rope.dimension_count", llama || phi ? 'u' : '-', hd},
-        {"rope.scaling.original_context_length", phi ? 'u' : '-', s->n_ctx},
+        {"rope.scaling.original_context_length", phi ? 'u' : '-', longrope ? s->longrope.orig_ctx : s->n_ctx},
+        {"rope.scaling.attn_factor", longrope ? 'f' : '-', s->longrope.attn_factor},
         {"rope.scaling.type", '-', 0},
         {"vocab_size", llama ? 'u' : '-', s->n_vocab},
     };
     check_keys(g, arch, keys, sizeof keys / sizeof *keys, s->name);
     int64_t e = s->n_embd, ff = s->n_ff, q = (int64_t)hd * s->n_head, kv = (int64_t)hd * s->n_head_kv;
     int qt = TENSOR_TYPE_Q8_0;
-    int64_t n_want = 2 + !s->tied_output + (s->rope_llama3.factor > 0);
+    int64_t n_want = 2 + !s->tied_output + (s->rope_llama3.factor > 0) + 2 * longrope;
     want_tensor(g, "token_embd.weight", e, s->n_vocab, qt, s->name);
     want_tensor(g, "output_norm.weight", e, 0, 0, s->name);
     if (!s->tied_output) want_tensor(g, "output.weight", e, s->n_vocab, qt, s->name);
@@ -607,6 +609,24 @@ static void check_family_file(const char *path, const struct synth_shape *s) {
     } else {
         CHECK(gguf_find_tensor(g, "rope_freqs.weight") < 0);
     }
+    /* longrope: long then short, first in the file, the values of synth.h */
+    static const char *const lr_names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int set = 0; set < 2; set++) {
+        if (!longrope) {
+            CHECK(gguf_find_tensor(g, lr_names[set]) < 0);
+            continue;
+        }
+        const struct gguf_tensor *t = want_tensor(g, lr_names[set], hd / 2, 0, 0, s->name);
+        CHECK(gguf_find_tensor(g, lr_names[set]) == set);
+        int bad = 0;
+        for (int i = 0; t && i < hd / 2; i++) {
+            float v;
+            memcpy(&v, (const float *)t->data + i, sizeof v);
+            double want = set == 0 ? 1.0 + i * i / 4.0 + (i % 2) / 2.0 : 1.0 + i / 16.0 + (i % 3) / 8.0;
+            bad += v != (float)want;
+        }
+        CHECK_MSG(bad == 0, "%s: %d values of %s off the formula", s->name, bad, lr_names[set]);
+    }
     CHECK_EQ_INT(gguf_n_tensors(g), n_want);
     gguf_close(g);
 }
@@ -616,7 +636,7 @@ TEST(synth_families_follow_llama_cpp_conventions) {
     char path[160], again[160];
     REQUIRE(fixture_init(&fx, 0));
     static const char *const names[] = {"tiny-llama", "tiny-llama3", "tiny-qwen2", "tiny-gemma3", "tiny-phi3",
-                                        "llama-3.2-1b"};
+                                        "tiny-phi3-longrope", "llama-3.2-1b"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         struct synth_shape s = *synth_shape_find(names[i]);
         s.n_vocab = SMALL_VOCAB; /* the small vocabulary, unpadded */
@@ -642,6 +662,18 @@ TEST(synth_families_follow_llama_cpp_conventions) {
         if (s.family == SYNTH_FAMILY_LLAMA) {
             CHECK_MSG(model_load(path, &m, &err) == KVIK_OK, "%s: %s", names[i], err.msg);
             if (m) CHECK(m->hp.head_dim == synth_shape_head_dim(&s) && m->hp.n_ctx_train == s.n_ctx);
+            model_free(m);
+        }
+        /* and the longrope file with its factors, chosen by the context */
+        if (s.longrope.orig_ctx > 0) {
+            CHECK_MSG(model_load(path, &m, &err) == KVIK_OK, "%s: %s", names[i], err.msg);
+            if (m) {
+                CHECK_EQ_INT(m->hp.n_ctx_orig, s.longrope.orig_ctx);
+                CHECK(m->hp.rope_attn_factor == s.longrope.attn_factor && s.longrope.attn_factor != 1.0f);
+                CHECK(m->rope_long && m->rope_short);
+                CHECK(model_rope_factors(m, s.longrope.orig_ctx) == m->rope_short);
+                CHECK(model_rope_factors(m, s.longrope.orig_ctx + 1) == m->rope_long);
+            }
             model_free(m);
         }
         remove(path);
@@ -675,6 +707,16 @@ TEST(synth_family_shape_checks) {
     s.rope_llama3.high_freq_factor = s.rope_llama3.low_freq_factor;
     CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
     s.family = SYNTH_FAMILY_COUNT;
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s = *synth_shape_find("tiny-phi3-longrope");
+    s.n_vocab = SMALL_VOCAB;
+    s.longrope.orig_ctx = s.n_ctx + 1; /* the original context is not beyond the context */
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s.longrope.orig_ctx = 256;
+    s.longrope.attn_factor = 0;
+    CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
+    s.longrope.attn_factor = 1.5f;
+    s.family = SYNTH_FAMILY_LLAMA; /* longrope belongs to phi3 */
     CHECK_EQ_INT(synth_write(path, &p, NULL, &err), KVIK_ERR_INVALID_ARG);
     CHECK(!file_exists(path));
     fixture_done(&fx);

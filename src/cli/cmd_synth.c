@@ -40,7 +40,7 @@ static void usage(FILE *f) {
 static void list_shapes(void) {
     size_t n;
     const struct synth_shape *s = synth_shapes(&n);
-    printf("%-14s %-6s %6s %5s %6s %5s %4s %4s %7s %7s %8s %5s %8s  %s\n", "shape", "family", "layers", "embd",
+    printf("%-18s %-6s %6s %5s %6s %5s %4s %4s %7s %7s %8s %5s %8s  %s\n", "shape", "family", "layers", "embd",
            "ff", "heads", "kv", "head", "vocab", "ctx", "rope", "tied", "params", "model");
     for (size_t i = 0; i < n; i++) {
         double params = (double)synth_shape_params(&s[i]);
@@ -50,7 +50,7 @@ static void list_shapes(void) {
         else if (s[i].family == SYNTH_FAMILY_GEMMA3)
             snprintf(extra, sizeof extra, ", window %d, sliding rope %g", s[i].sliding_window,
                      (double)s[i].rope_base_swa);
-        printf("%-14s %-6s %6d %5d %6d %5d %4d %4d %7d %7d %8.0f %5s %7.2f%c  %s%s%s%s%s\n", s[i].name,
+        printf("%-18s %-6s %6d %5d %6d %5d %4d %4d %7d %7d %8.0f %5s %7.2f%c  %s%s%s%s%s\n", s[i].name,
                synth_family_name(s[i].family), s[i].n_layer, s[i].n_embd, s[i].n_ff, s[i].n_head, s[i].n_head_kv,
                synth_shape_head_dim(&s[i]), s[i].n_vocab, s[i].n_ctx, (double)s[i].rope_base,
                s[i].tied_output ? "yes" : "no", params >= 1e9 ? params / 1e9 : params / 1e6,

@@ -150,11 +150,12 @@ struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_to
         err_set(err, KVIK_ERR_NOMEM, "model: out of memory for a batch of %d tokens", max_tokens);
         goto fail;
     }
+    const float *factors = model_rope_factors(m, max_ctx);
     for (int r = 0; r < c->n_rope_sets; r++)
         for (int i = 0; i < hp->rope_dim / 2; i++) {
             double base = r ? hp->rope_base_swa : hp->rope_base;
             double f = pow(base, -2.0 * i / hp->rope_dim);
-            if (m->rope_freqs && !r) f /= (double)m->rope_freqs[i];
+            if (factors && !r) f /= (double)factors[i];
             c->inv_freq[r][i] = (float)f;
         }
     return c;
@@ -180,13 +181,14 @@ void model_ctx_free(struct model_ctx *c) {
     free(c);
 }
 
-/* The cosines and sines of pos * inv_freq[i], once per token and batch
- * (every layer rotates by the same angles). */
-static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float pos) {
+/* The cosines and sines of pos * inv_freq[i], each times mscale (the
+ * file's rope.scaling.attn_factor; 1 leaves them exact), once per token and
+ * batch (every layer rotates by the same angles). */
+static void rope_angles(float *cs, int rope_dim, const float *inv_freq, float pos, float mscale) {
     for (int i = 0; i < rope_dim / 2; i++) {
         float theta = pos * inv_freq[i];
-        cs[2 * i] = cosf(theta);
-        cs[2 * i + 1] = sinf(theta);
+        cs[2 * i] = cosf(theta) * mscale;
+        cs[2 * i + 1] = sinf(theta) * mscale;
     }
 }
 
@@ -630,7 +632,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
     for (int r = 0; r < c->n_rope_sets; r++)
         for (int t = 0; t < n; t++)
             rope_angles(c->rope_cs[r] + (size_t)t * hp->rope_dim, hp->rope_dim, c->inv_freq[r],
-                        (float)b->pos[t] * (r ? 1.0f : hp->rope_scale));
+                        (float)b->pos[t] * (r ? 1.0f : hp->rope_scale), hp->rope_attn_factor);
     attn_plan(c, b);
     prof_mark(c, prof, &t_mark, MODEL_PHASE_SETUP);
     kvik_status st = KVIK_OK;

@@ -39,6 +39,10 @@ struct model_hparams {
     float attn_scale;    /* scores are scale * q.k: 1 / sqrt(head_dim) */
     float rope_scale;    /* linear position scaling (1: none) */
     int rope_dim;        /* dimensions rotated per head (head_dim for llama) */
+    int n_ctx_orig;      /* ARCH.rope.scaling.original_context_length (default n_ctx_train):
+                            longer contexts rotate with rope_long (model_rope_factors) */
+    float rope_attn_factor; /* ARCH.rope.scaling.attn_factor: every cosine and sine of the
+                               rotation multiplied by it (1: none) */
     float rms_eps;
     bool tied_output;    /* output projection shares token_embd */
 };
@@ -63,6 +67,9 @@ struct model {
     struct model_hparams hp;
     const struct model_arch *arch;
     const float *rope_freqs;         /* optional [rope_dim / 2]: pair i's angle divided by rope_freqs[i] */
+    const float *rope_long;          /* optional [rope_dim / 2] Phi-3 "longrope" factors for contexts
+                                        over n_ctx_orig, like rope_freqs; present with rope_short */
+    const float *rope_short;         /* optional [rope_dim / 2] the factors for the others */
     struct gguf *file;
     struct tensor_matrix token_embd; /* [n_vocab] rows of [n_embd] */
     const float *output_norm;        /* [n_embd] */
@@ -81,6 +88,12 @@ struct model {
 kvik_status model_load(const char *path, struct model **out, struct kvik_err *err);
 void model_free(struct model *m);
 
+/* The factors pair i's rotation angle is divided by when sequences reach
+ * n_ctx tokens (prompt + output): rope_freqs where the file has it; else,
+ * as llama.cpp chooses by its context per sequence, rope_long when n_ctx >
+ * n_ctx_orig and rope_short otherwise; NULL: none. */
+const float *model_rope_factors(const struct model *m, int n_ctx);
+
 /* Bytes of weights one decode step reads (everything but the unused
  * embedding rows). */
 uint64_t model_decode_bytes(const struct model *m);
@@ -90,7 +103,8 @@ uint64_t model_decode_bytes(const struct model *m);
 struct model_ctx;
 
 /* max_tokens: the largest batch forward will be given; max_ctx: the
- * largest position + 1 any sequence will reach. */
+ * largest position + 1 any sequence will reach (it also chooses the RoPE
+ * factors: model_rope_factors). */
 struct model_ctx *model_ctx_new(const struct model *m, int n_threads, int max_tokens, int max_ctx,
                                 struct kvik_err *err);
 void model_ctx_free(struct model_ctx *ctx);

@@ -11,12 +11,15 @@
  *   (linear; "llama3" where the rope_freqs tensor holds the factors),
  *   ARCH.attention.sliding_window and ARCH.rope.freq_base_swa (families
  *   with sliding layers; the base defaults to the family's),
- *   ARCH.context_length.
+ *   ARCH.context_length, ARCH.rope.scaling.original_context_length
+ *   (default: the context length) and ARCH.rope.scaling.attn_factor (1).
  * Tensors: token_embd, output_norm, output (absent: tied to token_embd),
- * rope_freqs (optional), and per layer blk.N.{attn_norm, attn_q, attn_k,
- * attn_v (or the fused attn_qkv), attn_output, ffn_norm, ffn_gate, ffn_up
- * (or the fused gate/up ffn_up), ffn_down} plus the family's own: Q/K/V
- * biases, attn_q_norm / attn_k_norm, post_attention_norm / post_ffw_norm.
+ * rope_freqs and the pair rope_factors_long / rope_factors_short (Phi-3's
+ * longrope; each optional, F32 [rope_dim / 2], finite and > 0), and per
+ * layer blk.N.{attn_norm, attn_q, attn_k, attn_v (or the fused attn_qkv),
+ * attn_output, ffn_norm, ffn_gate, ffn_up (or the fused gate/up ffn_up),
+ * ffn_down} plus the family's own: Q/K/V biases, attn_q_norm /
+ * attn_k_norm, post_attention_norm / post_ffw_norm.
  */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +99,22 @@ static kvik_status bind_vector(const struct gguf *g, const char *name, int64_t n
     return KVIK_OK;
 }
 
+/* Binds an optional vector of n RoPE frequency factors: each finite and
+ * > 0 (an angle is divided by it). */
+static kvik_status bind_factors(const struct gguf *g, const char *name, int64_t n, const float **out,
+                                struct kvik_err *err) {
+    kvik_status st = bind_vector(g, name, n, true, out, err);
+    for (int64_t i = 0; !st && *out && i < n; i++) {
+        float v = (*out)[i];
+        if (!(isfinite(v) && v > 0.0f)) {
+            *out = NULL;
+            return err_set(err, KVIK_ERR_FORMAT, "model: '%s' value %lld is %g (factors must be finite and > 0)",
+                           name, (long long)i, (double)v);
+        }
+    }
+    return st;
+}
+
 static kvik_status bind_norm(const struct gguf *g, const char *name, int64_t n, const float **out,
                              struct kvik_err *err) {
     return bind_vector(g, name, n, false, out, err);
@@ -172,6 +191,16 @@ static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, 
         if (!(factor > 0.0f)) return err_set(err, KVIK_ERR_FORMAT, "model: rope scaling factor %g", factor);
         hp->rope_scale = 1.0f / factor;
     }
+    uint32_t n_orig;
+    if ((st = get_u32(g, arch, "rope.scaling.original_context_length", false, n_ctx, &n_orig, err)) ||
+        (st = get_f32(g, arch, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor, err)))
+        return st;
+    if (n_orig < 1 || n_orig > INT32_MAX)
+        return err_set(err, KVIK_ERR_FORMAT, "model: rope.scaling.original_context_length %u out of range", n_orig);
+    if (!(hp->rope_attn_factor > 0.0f && hp->rope_attn_factor < 1e3f))
+        return err_set(err, KVIK_ERR_FORMAT, "model: rope.scaling.attn_factor %g out of range",
+                       (double)hp->rope_attn_factor);
+    hp->n_ctx_orig = (int)n_orig;
     hp->n_swa = 0;
     /* older Gemma 3 files lack the key: the family's base then */
     if ((st = get_f32(g, arch, "rope.freq_base_swa", false,
@@ -330,7 +359,17 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
         st = err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
         goto fail;
     }
-    if ((st = bind_vector(m->file, "rope_freqs.weight", hp->rope_dim / 2, true, &m->rope_freqs, err))) goto fail;
+    int64_t n_fac = hp->rope_dim / 2;
+    if ((st = bind_factors(m->file, "rope_freqs.weight", n_fac, &m->rope_freqs, err)) ||
+        (st = bind_factors(m->file, "rope_factors_long.weight", n_fac, &m->rope_long, err)) ||
+        (st = bind_factors(m->file, "rope_factors_short.weight", n_fac, &m->rope_short, err)))
+        goto fail;
+    if (!m->rope_long != !m->rope_short) {
+        st = err_set(err, KVIK_ERR_FORMAT, "model: '%s' without '%s' (longrope needs both)",
+                     m->rope_long ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                     m->rope_long ? "rope_factors_short.weight" : "rope_factors_long.weight");
+        goto fail;
+    }
     for (int l = 0; l < hp->n_layer; l++) {
         struct layer_weights *L = &m->layers[l];
         if ((st = bind_layer(m, l, L, err))) goto fail;
@@ -354,6 +393,15 @@ void model_free(struct model *m) {
     mem_free(m->panels);
     gguf_close(m->file);
     free(m);
+}
+
+/* llama.cpp compares its context per sequence, rounded up to a multiple of
+ * 256, with the original length; kvik compares the longest sequence as
+ * configured. The two agree where the original length is a multiple of 256
+ * (Phi-3: 4096). */
+const float *model_rope_factors(const struct model *m, int n_ctx) {
+    if (m->rope_freqs) return m->rope_freqs;
+    return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }
 
 uint64_t model_decode_bytes(const struct model *m) {

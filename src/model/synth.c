@@ -90,6 +90,11 @@ static const struct synth_shape k_shapes[] = {
     {.name = "tiny-phi3", .model = "test (phi3)", .family = PHI3, .n_layer = 2, .n_embd = 128, .n_ff = 256,
      .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 4096, .rope_base = 10000.0f, .sliding_window = 2047,
      .rms_eps = 1e-5f},
+    /* attn_factor: sqrt(1 + ln(16384 / 256) / ln 256) = sqrt(1.75) */
+    {.name = "tiny-phi3-longrope", .model = "test (phi3 longrope)", .family = PHI3, .n_layer = 2, .n_embd = 128,
+     .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 16384, .rope_base = 10000.0f,
+     .sliding_window = 2047, .rms_eps = 1e-5f, .longrope = {.orig_ctx = 256, .attn_factor = 1.3228756555f},
+     .note = "longrope for an original context of 256 (llama.cpp's smallest context per sequence), not 4096"},
 };
 #undef LLAMA
 #undef QWEN2
@@ -141,13 +146,19 @@ void synth_llama3_rope_factors(const struct synth_shape *s, float *out) {
     }
 }
 
+void synth_longrope_factors(const struct synth_shape *s, bool is_long, float *out) {
+    for (int i = 0; i < synth_shape_head_dim(s) / 2; i++)
+        out[i] = is_long ? 1.0f + (float)(i * i) / 4.0f + (float)(i % 2) / 2.0f
+                         : 1.0f + (float)i / 16.0f + (float)(i % 3) / 8.0f;
+}
+
 uint64_t synth_shape_params(const struct synth_shape *s) {
     uint64_t embd = (uint64_t)s->n_embd, hd = (uint64_t)synth_shape_head_dim(s), ff = (uint64_t)s->n_ff;
     uint64_t q = hd * (uint64_t)s->n_head, kv = hd * (uint64_t)s->n_head_kv;
     uint64_t layer = embd * (q + 2 * kv) + q * embd + 3 * embd * ff + 2 * embd;
     if (s->family == SYNTH_FAMILY_QWEN2) layer += q + 2 * kv;                /* biases */
     if (s->family == SYNTH_FAMILY_GEMMA3) layer += 2 * hd + 2 * embd;        /* q/k and post norms */
-    uint64_t extra = s->rope_llama3.factor > 0 ? hd / 2 : 0;
+    uint64_t extra = (s->rope_llama3.factor > 0 ? hd / 2 : 0) + (s->longrope.orig_ctx > 0 ? hd : 0);
     return (uint64_t)s->n_vocab * embd * (s->tied_output ? 1 : 2) + (uint64_t)s->n_layer * layer + embd + extra;
 }
 
@@ -169,6 +180,10 @@ static bool shape_ok(const struct synth_shape *s) {
         (!s->tied_output || s->sliding_window < 1 || !(s->rope_base_swa > 0.0f)))
         return false;
     if (s->family == SYNTH_FAMILY_PHI3 && s->sliding_window < 0) return false;
+    const struct synth_longrope *lr = &s->longrope;
+    if (lr->orig_ctx != 0 && (s->family != SYNTH_FAMILY_PHI3 || lr->orig_ctx < 1 || lr->orig_ctx > s->n_ctx ||
+                              !(lr->attn_factor > 0.0f && lr->attn_factor < 1e3f)))
+        return false;
     const struct synth_llama3_rope *r = &s->rope_llama3;
     if (r->factor != 0.0f &&
         (s->family != SYNTH_FAMILY_LLAMA || !(r->factor > 0.0f) || !(r->low_freq_factor > 0.0f) ||
@@ -438,6 +453,8 @@ enum fill_kind {
     FILL_NORM,   /* F32, 1 +- 0.05 */
     FILL_BIAS,   /* F32, uniform in [-0.5, 0.5] */
     FILL_ROPE,   /* F32, synth_llama3_rope_factors */
+    FILL_ROPE_LONG,  /* F32, synth_longrope_factors (long) */
+    FILL_ROPE_SHORT, /* F32, synth_longrope_factors (short) */
 };
 
 /* One tensor of the file, filled at write time. */
@@ -480,6 +497,10 @@ static void fill_row(const struct synth_tensor *t, uint8_t *dst, uint64_t seed, 
     const struct type_traits *tt = tensor_type_traits(t->type);
     if (t->kind == FILL_ROPE) {
         synth_llama3_rope_factors(t->run->p->shape, (float *)dst);
+        return;
+    }
+    if (t->kind == FILL_ROPE_LONG || t->kind == FILL_ROPE_SHORT) {
+        synth_longrope_factors(t->run->p->shape, t->kind == FILL_ROPE_LONG, (float *)dst);
         return;
     }
     if (t->kind != FILL_MATRIX || !tt->is_quantized) { /* float values: uniform in [-1, 1], then scaled */
@@ -561,7 +582,7 @@ struct plan {
 };
 
 /* The most tensors a file of n_layer layers has. */
-static size_t plan_max(int n_layer) { return 4 + 13 * (size_t)n_layer; }
+static size_t plan_max(int n_layer) { return 6 + 13 * (size_t)n_layer; }
 
 /* Adds "NAME.SUFFIX" (layer < 0) or "blk.LAYER.NAME.SUFFIX". */
 static void plan_add(struct plan *pl, const char *name, const char *suffix, int layer, int64_t cols, int64_t rows,
@@ -587,6 +608,10 @@ static void plan_tensors(struct plan *pl, const struct synth_shape *s, int type)
     int64_t q = hd * s->n_head, kv = hd * s->n_head_kv;
     int fam = s->family;
     if (s->rope_llama3.factor > 0) plan_vector(pl, "rope_freqs", "weight", -1, hd / 2, FILL_ROPE);
+    if (s->longrope.orig_ctx > 0) {
+        plan_vector(pl, "rope_factors_long", "weight", -1, hd / 2, FILL_ROPE_LONG);
+        plan_vector(pl, "rope_factors_short", "weight", -1, hd / 2, FILL_ROPE_SHORT);
+    }
     plan_add(pl, "token_embd", "weight", -1, embd, s->n_vocab, synth_matrix_type(type, embd, s->tied_output),
              FILL_MATRIX);
     for (int l = 0; l < s->n_layer; l++) {
@@ -666,7 +691,8 @@ static kvik_status set_hparams(struct gguf_writer *w, const struct synth_shape *
 #define F32(k, v) (kvs[n++] = (struct kv){(k), 0, (v), true})
     U32("block_count", s->n_layer);
     U32("context_length", s->n_ctx);
-    if (fam == SYNTH_FAMILY_PHI3) U32("rope.scaling.original_context_length", s->n_ctx);
+    if (fam == SYNTH_FAMILY_PHI3)
+        U32("rope.scaling.original_context_length", s->longrope.orig_ctx > 0 ? s->longrope.orig_ctx : s->n_ctx);
     U32("embedding_length", s->n_embd);
     U32("feed_forward_length", s->n_ff);
     U32("attention.head_count", s->n_head);
@@ -681,6 +707,7 @@ static kvik_status set_hparams(struct gguf_writer *w, const struct synth_shape *
     if (fam == SYNTH_FAMILY_GEMMA3 || fam == SYNTH_FAMILY_PHI3) U32("attention.sliding_window", s->sliding_window);
     if (fam == SYNTH_FAMILY_LLAMA) U32("vocab_size", s->n_vocab);
     if (fam == SYNTH_FAMILY_LLAMA || fam == SYNTH_FAMILY_PHI3) U32("rope.dimension_count", hd);
+    if (s->longrope.orig_ctx > 0) F32("rope.scaling.attn_factor", s->longrope.attn_factor);
 #undef U32
 #undef F32
     for (int i = 0; !st && i < n; i++) {

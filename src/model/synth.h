@@ -62,7 +62,15 @@
  *    Phi-3-mini-4k has it) and phi3.attention.sliding_window (2047 in
  *    Phi-3-mini-4k; llama.cpp ignores it for phi3 and attends over the
  *    whole context). Rope is NEOX. No rope_factors_long/short tensors (the
- *    4k model has none).
+ *    4k model has none), except in a shape with longrope.orig_ctx > 0
+ *    (Phi-3-mini-128k's rope_scaling of type "longrope", formerly "su"):
+ *    then original_context_length is longrope.orig_ctx, the key
+ *    phi3.rope.scaling.attn_factor (F32) holds longrope.attn_factor, and
+ *    the tensors rope_factors_long.weight and rope_factors_short.weight,
+ *    F32 [head_dim / 2], come first in the file (synth_longrope_factors).
+ *    llama.cpp divides pair i's rotation angle by long[i] when its context
+ *    per sequence exceeds original_context_length, else by short[i], and
+ *    multiplies every cosine and sine by attn_factor, in every layer.
  *
  * The tokenizer is a real one: every tokenizer.* key of another GGUF, with
  * the per-token arrays cut or padded to the shape's vocabulary (see
@@ -108,6 +116,13 @@ struct synth_llama3_rope {
     int orig_ctx;           /* original_max_position_embeddings: 8192 */
 };
 
+/* Phi-3 longrope scaling (config.json's rope_scaling of type "longrope" or
+ * "su"); orig_ctx 0: none. */
+struct synth_longrope {
+    int orig_ctx;      /* original_max_position_embeddings: 4096 in Phi-3-mini-128k */
+    float attn_factor; /* sqrt(1 + ln(n_ctx / orig_ctx) / ln(orig_ctx)), as the converter computes it */
+};
+
 /* The hyperparameters of a real model. */
 struct synth_shape {
     const char *name;   /* "tinyllama-1.1b" */
@@ -128,6 +143,7 @@ struct synth_shape {
     float rms_eps;      /* ARCH.attention.layer_norm_rms_epsilon */
     bool tied_output;   /* no output.weight: the output shares token_embd */
     struct synth_llama3_rope rope_llama3; /* llama: rope_freqs.weight when factor > 0 */
+    struct synth_longrope longrope;       /* phi3: rope_factors_long/short when orig_ctx > 0 */
     const char *note;   /* what the file leaves out of the real model; NULL: nothing */
 };
 
@@ -148,6 +164,14 @@ bool synth_layer_is_sliding(const struct synth_shape *s, int il);
 /* The values of rope_freqs.weight ([head_dim / 2], the formula above) of a
  * shape with rope_llama3.factor > 0. */
 void synth_llama3_rope_factors(const struct synth_shape *s, float *out);
+
+/* The values of rope_factors_long.weight (is_long) or
+ * rope_factors_short.weight of a shape with longrope.orig_ctx > 0, [head_dim
+ * / 2]; for pair i: long 1 + i^2 / 4 + (i % 2) / 2 (1 to 57.75 at head size
+ * 32), short 1 + i / 16 + (i % 3) / 8 (1 to 2.19): varied values in the
+ * ranges of Phi-3-mini-128k's (the file's weights are random anyway), each
+ * exact in float32. */
+void synth_longrope_factors(const struct synth_shape *s, bool is_long, float *out);
 
 /* True for the weight types a file can be written in: those kvik has a
  * kernel for (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K). */
