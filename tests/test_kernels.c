@@ -581,8 +581,9 @@ TEST(matmul_equals_vec_dot_bit_for_bit) {
 
 /* One rows_product call over all the rows of w (file layout, then the
  * table's repacked layout) against the table's vec_dot, bit for bit, at nt
- * tokens; with extreme, every quant and scale byte 0xFF (the largest q,
- * scale and min, d = dmin = 1) against activations all +1 or all -1. */
+ * tokens; with extreme, Q4_K and Q5_K with every quant and scale byte
+ * 0xFF (the largest q, scale and min, d = dmin = 1), Q6_K rows of the
+ * smallest or largest q and scale, against activations all +1 or all -1. */
 static void check_whole_rows_product(const struct tensor_kernels *k, int type, int64_t rows, int64_t cols, int64_t nt,
                                      bool extreme, uint64_t *rng) {
     int vt = tensor_type_traits(type)->vec_dot_type;
@@ -591,10 +592,20 @@ static void check_whole_rows_product(const struct tensor_kernels *k, int type, i
     float *ref = mem_alloc_aligned(sizeof(float) * (size_t)(rows * nt));
     float *got = mem_alloc_aligned(sizeof(float) * (size_t)(rows * nt));
     REQUIRE(w && a && ref && got);
-    if (extreme) { /* Q4_K and Q5_K: d and dmin lead each block */
+    const size_t bb = rb / (size_t)(cols / QK_K);
+    const uint16_t one = 0x3C00;
+    if (extreme && type == TENSOR_TYPE_Q6_K) { /* rows of q = 0 or 63, scales -128 or 127, d = 1 */
+        for (int64_t r = 0; r < rows; r++)
+            for (size_t o = 0; o < rb; o += bb) {
+                block_q6_K *x = (block_q6_K *)(w + (size_t)r * rb + o);
+                memset(x->ql, r % 4 < 2 ? 0x00 : 0xFF, sizeof x->ql);
+                memset(x->qh, r % 4 < 2 ? 0x00 : 0xFF, sizeof x->qh);
+                memset(x->scales, r % 2 ? 0x7F : 0x80, sizeof x->scales);
+                memcpy(&x->d, &one, 2);
+            }
+    } else if (extreme) { /* Q4_K and Q5_K: d and dmin lead each block */
         memset(w, 0xFF, rb * (size_t)rows);
-        for (size_t o = 0; o < rb * (size_t)rows; o += rb / (size_t)(cols / QK_K)) {
-            const uint16_t one = 0x3C00;
+        for (size_t o = 0; o < rb * (size_t)rows; o += bb) {
             memcpy(w + o, &one, 2);
             memcpy(w + o + 2, &one, 2);
         }
@@ -635,14 +646,15 @@ static void check_whole_rows_product(const struct tensor_kernels *k, int type, i
     mem_free(panel), mem_free(packed), mem_free(w), mem_free(a), mem_free(ref), mem_free(got);
 }
 
-/* The K-quants' whole products (Q4_K and Q5_K: scales folded into the
- * weight tiles, token tiles in pairs and a last one alone) against vec_dot,
- * bit for bit: 2, 5, 16, 17 and 33 tokens; fewer rows than a group, one
- * group and a partial one, and enough groups of wide rows that one call
- * splits them; and the largest quants, scales and mins. */
+/* The K-quants' whole products (on AMX the scales folded into the weight
+ * tiles: Q4_K and Q5_K with token tiles in pairs and a last one alone,
+ * Q6_K from 96 tokens) against vec_dot, bit for bit: 2, 5, 16, 17, 33
+ * and 100 tokens; fewer rows than a group, one group and a partial one,
+ * and enough groups of wide rows that one call splits them; and the ends
+ * of the quants', scales' and mins' ranges. */
 TEST(k_quant_whole_products_equal_vec_dot_bit_for_bit) {
     static const int types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
-    static const int64_t toks[] = {2, 5, 16, 17, 33};
+    static const int64_t toks[] = {2, 5, 16, 17, 33, 100};
     static const int64_t shapes[][2] = {{5, 768}, {21, 768}, {117, 5120}};
     uint64_t rng = 0x5EED;
     for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
@@ -653,9 +665,8 @@ TEST(k_quant_whole_products_equal_vec_dot_bit_for_bit) {
             for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
                 for (size_t i = 0; i < sizeof toks / sizeof *toks; i++)
                     check_whole_rows_product(k, types[ti], shapes[si][0], shapes[si][1], toks[i], false, &rng);
-            if (types[ti] != TENSOR_TYPE_Q6_K)
-                for (size_t i = 0; i < sizeof toks / sizeof *toks; i++)
-                    check_whole_rows_product(k, types[ti], 21, 512, toks[i], true, &rng);
+            for (size_t i = 0; i < sizeof toks / sizeof *toks; i++)
+                check_whole_rows_product(k, types[ti], 21, 512, toks[i], true, &rng);
         }
     }
 }

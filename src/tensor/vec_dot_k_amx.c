@@ -29,6 +29,7 @@
 #ifndef KVIK_NO_SIMD
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
@@ -289,8 +290,22 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
     return true;
 }
 
+enum { Q6_FULL_MIN = 96 }; /* tokens from which Q6_K mat-mat takes the scales into the weight tiles */
+
+static bool q6_full_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                           const uint8_t *packed, int64_t n_tok, float *y, int64_t ys);
+static int64_t q6_full_groups_per_call(int64_t nb);
+
 static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (n_tok >= Q6_FULL_MIN && w->panel) {
+        const int64_t nb = w->cols / QK_K, per = q6_full_groups_per_call(nb) * GROUP;
+        for (int64_t g = r0; g < r1; g += per)
+            if (!q6_full_matmat((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q6_REC, nb, g,
+                                r1 - g < per ? r1 - g : per, xq, xq_row, packed, n_tok, y, ys))
+                return false;
+        return true;
+    }
     for (int64_t g = r0; g < r1; g += GROUP)
         if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, xq_row, packed, n_tok, y, ys)) return false;
     return true;
@@ -808,6 +823,179 @@ static bool k45_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, 
     return true;
 }
 
+/* ---- Q6_K mat-mat with the scales in the weight tiles --------------------- *
+ *
+ * With q in 0..63 and the int8 scale written in balanced base 5,
+ * sc = e0 + 5 e1 + 25 e2 + 125 e3 (e_i in -2..2), every q e_i fits a signed
+ * byte, and
+ *
+ *     S_b = sum_k sc_k (q - 32) . y = sum_i 5^i (sum_w q e_i(w) y_w)
+ *           - 32 sum_k sc_k ysum_k
+ *
+ * with ysum_k the Q8_K row's sums of 16. Per super-block four B tiles of
+ * K = 64 per part and chunk (a part's four products accumulate in a tile
+ * register), then per token the parts by Horner's rule and the offset
+ * term by eight 16-bit dot products with the row's own pairs of sums.
+ * Unpacked per super-block of a group:
+ *
+ *     offset   size  what
+ *          0  16384  chunk c (weights 64 c .. 64 c + 63), part i: the B
+ *                    tile at 4096 c + 1024 i, byte 64 k + 4 r + j holding
+ *                    row r's q e_i of weight 64 c + 4 k + j (int8)
+ *      16384    512  -32 sc in 16-bit pairs: word i of row r at 64 i + 4 r
+ *                    holds sub-blocks 2 i and 2 i + 1
+ *      16896     64  d[r], float
+ */
+enum { Q6F_NEG = 16384, Q6F_D = Q6F_NEG + 512, Q6F_BLOCK = Q6F_D + 64 };
+
+/* The balanced base-5 digits of each int8 scale, q6_digit[i][sc + 128]
+ * (filled by tensor_kernels_init_amx_k), each in both 16-bit halves. */
+static int32_t q6_digit[4][256];
+
+static void q6_digits_init(void) {
+    for (int v0 = -128; v0 < 128; v0++) {
+        int v = v0;
+        for (int i = 0; i < 4; i++) {
+            int e = ((v % 5) + 5) % 5;
+            if (e > 2) e -= 5;
+            q6_digit[i][v0 + 128] = (int32_t)((uint32_t)(uint16_t)(int16_t)e | (uint32_t)(uint16_t)(int16_t)e << 16);
+            v = (v - e) / 5;
+        }
+    }
+}
+
+/* Each byte of v (0..63) times the signed 16-bit word of s16 it lies in,
+ * every product a signed byte. */
+static inline __m512i mul_bytes_signed(__m512i v, __m512i s16) {
+    const __m512i even = _mm512_set1_epi16(0x00FF);
+    __m512i e = _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(v, even), s16), even);
+    __m512i o = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), s16);
+    return _mm512_or_si512(e, _mm512_slli_epi16(o, 8));
+}
+
+static void unpack_q6_full(const uint8_t *rec, int64_t nb, uint8_t *bp) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i w16 = _mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += Q6F_BLOCK) {
+        _Alignas(64) int32_t dig[SUBS][4][GROUP];
+        for (int k = 0; k < SUBS; k++)
+            for (int r = 0; r < GROUP; r++) {
+                int sc = (int8_t)rec[R_SC + GROUP * k + r];
+                for (int i = 0; i < 4; i++) dig[k][i][r] = q6_digit[i][sc + 128];
+            }
+        for (int i = 0; i < 8; i++) {
+            __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * i))));
+            __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * i + 1))));
+            __m512i n0 = _mm512_mullo_epi32(s0, _mm512_set1_epi32(-32)), n1 = _mm512_mullo_epi32(s1, _mm512_set1_epi32(-32));
+            _mm512_store_si512(bp + Q6F_NEG + 64 * i, _mm512_or_si512(_mm512_and_si512(n0, w16), _mm512_slli_epi32(n1, 16)));
+        }
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *run = rec + 64 * 3 * g;
+            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
+            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            for (int j = 0; j < 4; j++) {
+                int L = g + 16 * j, k = L / 4, c = L / 16; /* line L: weights 4 L .. 4 L + 3 */
+                for (int i = 0; i < 4; i++)
+                    _mm512_store_si512(bp + 4096 * c + 1024 * i + 64 * (L % 16),
+                                       mul_bytes_signed(v[j], _mm512_load_si512(dig[k][i])));
+            }
+        }
+        _mm512_store_ps(bp + Q6F_D, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D))));
+    }
+}
+
+/* The chains of the nt tokens of one token tile after one super-block: p
+ * the four parts' tile products (token t's sixteen rows at 16 t), ys the
+ * first token's Q8_K block (the next a row stride on), dy the tokens' d. */
+static inline __attribute__((always_inline)) void q6_tile_chains(__m512 *acc, int nt, int32_t (*p)[GROUP * GROUP],
+                                                                  const uint8_t *yb, size_t xq_row, const float *dy,
+                                                                  const uint8_t *blk) {
+    __m512i neg[8];
+    for (int i = 0; i < 8; i++) neg[i] = _mm512_load_si512(blk + Q6F_NEG + 64 * i);
+    const __m512 d = _mm512_load_ps(blk + Q6F_D);
+    for (int t = 0; t < nt; t++) {
+        __m512i S = _mm512_load_si512(p[3] + GROUP * t);
+        for (int i = 2; i >= 0; i--)
+            S = _mm512_add_epi32(_mm512_add_epi32(S, _mm512_slli_epi32(S, 2)), _mm512_load_si512(p[i] + GROUP * t));
+        const uint8_t *bs = yb + (size_t)t * xq_row + offsetof(block_q8_K, bsums);
+        for (int i = 0; i < 8; i++) S = _mm512_dpwssd_epi32(S, neg[i], _mm512_set1_epi32(load_i32(bs + 4 * i)));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+    }
+}
+
+/* Q6_K mat-mat of the ng groups unpacked at bp (rows r0 .. r0 + nr - 1):
+ * per token tile, super-block and group, per chunk one A tile (the
+ * tokens' quants) and the four parts' B tiles. */
+static void q6_full_tiles(int64_t nb, int64_t ng, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                          const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, const uint8_t *bp, uint8_t *tail,
+                          __m512 *acc) {
+    tensor_amx_configure_full();
+    _Alignas(64) int32_t c[4][GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *a = token_tile(xq, xq_row, t0, nt, tail);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        for (int64_t i = 0; i < ng * GROUP; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *ab = a + (size_t)b * sizeof(block_q8_K);
+            const float *dy = (const float *)(tile + (size_t)b * K_TILE_BYTES + 8 * 512);
+            for (int64_t g = 0; g < ng; g++) {
+                const uint8_t *bb = bp + (size_t)(g * nb + b) * Q6F_BLOCK;
+                TILE_ZERO(0);
+                TILE_ZERO(1);
+                TILE_ZERO(2);
+                TILE_ZERO(3);
+                for (int ch = 0; ch < 4; ch++) {
+                    const uint8_t *bc = bb + 4096 * ch;
+                    TILE_LOAD(4, ab + Q8K_QS + 64 * ch, xq_row);
+                    TILE_LOAD(5, bc, 64);
+                    TILE_DPBSSD(0, 4, 5);
+                    TILE_LOAD(6, bc + 1024, 64);
+                    TILE_DPBSSD(1, 4, 6);
+                    TILE_LOAD(7, bc + 2048, 64);
+                    TILE_DPBSSD(2, 4, 7);
+                    TILE_LOAD(5, bc + 3072, 64);
+                    TILE_DPBSSD(3, 4, 5);
+                }
+                TILE_STORE(0, c[0], 64);
+                TILE_STORE(1, c[1], 64);
+                TILE_STORE(2, c[2], 64);
+                TILE_STORE(3, c[3], 64);
+                q6_tile_chains(acc + g * GROUP, nt, c, ab, xq_row, dy, bb);
+            }
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            int rows_g = nr - g * GROUP < GROUP ? (int)(nr - g * GROUP) : GROUP;
+            const __mmask16 rows = (__mmask16)((1u << rows_g) - 1);
+            for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0 + g * GROUP, rows, acc[g * GROUP + t]);
+        }
+    }
+}
+
+static int64_t q6_full_groups_per_call(int64_t nb) {
+    int64_t ng = K45_PANEL / (nb * Q6F_BLOCK);
+    return ng < 1 ? 1 : ng;
+}
+
+/* Mat-mat of the Q6_K groups from r0 on (nr rows, q6_full_groups_per_call
+ * groups at most, their records at rec0) against the n_tok quantized rows
+ * at xq and their packed tiles (for the tokens' d), from this thread's
+ * scratch. */
+static bool q6_full_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                           const uint8_t *packed, int64_t n_tok, float *y, int64_t ys) {
+    const int64_t ng = (nr + GROUP - 1) / GROUP;
+    const size_t tail_bytes = (GROUP * xq_row + 63) & ~(size_t)63;
+    uint8_t *buf = tensor_amx_scratch((size_t)(ng * nb) * Q6F_BLOCK + tail_bytes + (size_t)ng * GROUP * sizeof(__m512));
+    if (!buf) return false;
+    uint8_t *tail = buf + (size_t)(ng * nb) * Q6F_BLOCK;
+    for (int64_t g = 0; g < ng; g++)
+        unpack_q6_full(rec0 + (size_t)(g * nb) * Q6_REC, nb, buf + (size_t)(g * nb) * Q6F_BLOCK);
+    q6_full_tiles(nb, ng, r0, nr, xq, xq_row, packed, n_tok, y, ys, buf, tail, (__m512 *)(tail + tail_bytes));
+    return true;
+}
+
 /* Q6_K mat-mat of the group at r0 (nr rows; its records at rec0, nb
  * super-blocks) against the n_tok quantized rows at xq (xq_row bytes
  * apart) and their packed tiles (for the tokens' d), from this thread's
@@ -883,6 +1071,7 @@ static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t
 }
 
 void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
+    q6_digits_init();
     k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K_amx;
     k->vec_dot_x2[TENSOR_TYPE_Q6_K] = NULL;
     k->vec_dot_tile[TENSOR_TYPE_Q6_K] = NULL;
