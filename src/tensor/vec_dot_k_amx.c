@@ -789,9 +789,9 @@ static void k45_tiles(int64_t nb, int64_t ng, int64_t r0, int64_t nr, const uint
     }
 }
 
-/* Groups of one k45_matmat call: their unpacked blocks stay within about
- * K45_PANEL bytes (a share of L2). */
-enum { K45_PANEL = 512 * 1024 };
+/* Groups of one k45_matmat (or q6_full_matmat) call: their unpacked
+ * blocks stay within about K45_PANEL bytes (half of L2). */
+enum { K45_PANEL = 1024 * 1024 };
 
 static int64_t k45_groups_per_call(int64_t nb) {
     int64_t ng = K45_PANEL / (nb * K45_BLOCK);
