@@ -583,6 +583,98 @@ TEST(matmul_equals_vec_dot_bit_for_bit) {
     }
 }
 
+/* One rows_product call over all the rows of w (file layout, then the
+ * table's repacked layout) against the table's vec_dot, bit for bit, at nt
+ * tokens; with extreme, Q4_K and Q5_K with every quant and scale byte
+ * 0xFF (the largest q, scale and min, d = dmin = 1), Q6_K rows of the
+ * smallest or largest q and scale, against activations all +1 or all -1. */
+static void check_whole_rows_product(const struct tensor_kernels *k, int type, int64_t rows, int64_t cols, int64_t nt,
+                                     bool extreme, uint64_t *rng) {
+    int vt = tensor_type_traits(type)->vec_dot_type;
+    size_t rb = tensor_row_size(type, cols), ab = tensor_row_size(vt, cols);
+    uint8_t *w = mem_alloc_aligned(rb * (size_t)rows), *a = mem_alloc_aligned(ab * (size_t)nt);
+    float *ref = mem_alloc_aligned(sizeof(float) * (size_t)(rows * nt));
+    float *got = mem_alloc_aligned(sizeof(float) * (size_t)(rows * nt));
+    REQUIRE(w && a && ref && got);
+    const size_t bb = rb / (size_t)(cols / QK_K);
+    const uint16_t one = 0x3C00;
+    if (extreme && type == TENSOR_TYPE_Q6_K) { /* rows of q = 0 or 63, scales -128 or 127, d = 1 */
+        for (int64_t r = 0; r < rows; r++)
+            for (size_t o = 0; o < rb; o += bb) {
+                block_q6_K *x = (block_q6_K *)(w + (size_t)r * rb + o);
+                memset(x->ql, r % 4 < 2 ? 0x00 : 0xFF, sizeof x->ql);
+                memset(x->qh, r % 4 < 2 ? 0x00 : 0xFF, sizeof x->qh);
+                memset(x->scales, r % 2 ? 0x7F : 0x80, sizeof x->scales);
+                memcpy(&x->d, &one, 2);
+            }
+    } else if (extreme) { /* Q4_K and Q5_K: d and dmin lead each block */
+        memset(w, 0xFF, rb * (size_t)rows);
+        for (size_t o = 0; o < rb * (size_t)rows; o += bb) {
+            memcpy(w + o, &one, 2);
+            memcpy(w + o + 2, &one, 2);
+        }
+    } else {
+        tensor_fill_random(type, w, rows, cols, rb, TENSOR_FILL_BITS, test_rand_u64(rng));
+    }
+    for (int64_t t = 0; t < nt; t++) {
+        float *xf = random_floats(cols, rng);
+        if (extreme)
+            for (int64_t i = 0; i < cols; i++) xf[i] = t % 2 ? -1.0f : 1.0f;
+        void *row = make_activations(type, xf, cols);
+        memcpy(a + (size_t)t * ab, row, ab);
+        mem_free(row), mem_free(xf);
+    }
+    for (int64_t t = 0; t < nt; t++)
+        for (int64_t r = 0; r < rows; r++) k->vec_dot[type](cols, &ref[t * rows + r], w + (size_t)r * rb, a + (size_t)t * ab);
+    struct tensor_matrix m = {.type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = w};
+    void *panel = NULL;
+    int64_t nbk = cols / tensor_type_traits(vt)->block_size;
+    uint8_t *packed = mem_alloc_aligned(k->packed_size[vt](cols, nt) + 64);
+    REQUIRE(packed);
+    for (int64_t tile = 0; tile < (nt + k->rows_group - 1) / k->rows_group; tile++)
+        k->pack[vt](a, ab, cols, tile, 0, nbk, nt, packed);
+    for (int pass = 0; pass < (k->repack[type] ? 2 : 1); pass++) {
+        if (pass == 1) {
+            panel = mem_alloc_aligned(k->repack_size[type](rows, cols));
+            REQUIRE(panel);
+            k->repack[type](&m, panel);
+            m.panel = panel;
+        }
+        memset(got, 0xFF, sizeof(float) * (size_t)(rows * nt));
+        CHECK(k->rows_product[type](&m, 0, rows, a, ab, packed, nt, got, rows));
+        bool ok = true;
+        for (int64_t i = 0; i < rows * nt && ok; i++)
+            ok = same_bits(k, pass ? "whole repacked" : "whole rows_product", type, cols, i % rows, i / rows, got[i],
+                           ref[i]);
+    }
+    mem_free(panel), mem_free(packed), mem_free(w), mem_free(a), mem_free(ref), mem_free(got);
+}
+
+/* The K-quants' whole products (on AMX the scales folded into the weight
+ * tiles: Q4_K and Q5_K with token tiles in pairs and a last one alone,
+ * Q6_K from 96 tokens) against vec_dot, bit for bit: 2, 5, 16, 17, 33
+ * and 100 tokens; fewer rows than a group, one group and a partial one,
+ * and enough groups of wide rows that one call splits them; and the ends
+ * of the quants', scales' and mins' ranges. */
+TEST(k_quant_whole_products_equal_vec_dot_bit_for_bit) {
+    static const int types[] = {TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K};
+    static const int64_t toks[] = {2, 5, 16, 17, 33, 100};
+    static const int64_t shapes[][2] = {{5, 768}, {21, 768}, {117, 5120}};
+    uint64_t rng = 0x5EED;
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+            if (!k->rows_product[types[ti]]) continue;
+            for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+                for (size_t i = 0; i < sizeof toks / sizeof *toks; i++)
+                    check_whole_rows_product(k, types[ti], shapes[si][0], shapes[si][1], toks[i], false, &rng);
+            for (size_t i = 0; i < sizeof toks / sizeof *toks; i++)
+                check_whole_rows_product(k, types[ti], 21, 512, toks[i], true, &rng);
+        }
+    }
+}
+
 TEST(matmul_rejects_unsupported) {
     const struct tensor_kernels *k = tensor_kernels_best();
     float x[32], y[4];

@@ -21,10 +21,13 @@ void tensor_kernels_init_amx(struct tensor_kernels *k); /* on top of a copy of t
  * filled (whose Q4_K products it keeps for the rest). */
 void tensor_kernels_init_amx_k(struct tensor_kernels *k);
 /* Shared by the AMX files: the calling thread's tiles configured for the
- * layout every AMX kernel uses (vec_dot_amx.c), kept from call to call; and
- * the thread's scratch of at least bytes bytes (64-byte aligned, kept until
+ * layout most AMX kernels use (vec_dot_amx.c), kept from call to call; or
+ * for the full layout (all eight tiles 16 rows x 64 bytes: K = 64
+ * products), which the next tensor_amx_configure replaces; and the
+ * thread's scratch of at least bytes bytes (64-byte aligned, kept until
  * the next call asks for more or the thread exits; NULL on no memory). */
 void tensor_amx_configure(void);
+void tensor_amx_configure_full(void);
 uint8_t *tensor_amx_scratch(size_t bytes);
 #endif
 

@@ -55,19 +55,28 @@ struct tile_config {
     uint8_t rows[16];
 };
 
-/* Whether this thread's tiles are configured. Loading a configuration
- * costs about as much as a few tile products, so a thread keeps its tiles
- * configured from one call to the next (every kernel here uses the same
- * layout), always for a full tile of GROUP tokens: a partial token tile
- * computes zeros in the columns past its last token (the packed
- * activations are zeros there) and they are not stored, which costs less
- * than reconfiguring between a batch's full and partial tiles. */
-static _Thread_local bool t_tiles_ready;
+/* The layout this thread's tiles are configured for (TILES_NONE before the
+ * first). Loading a configuration costs about as much as a few tile
+ * products, so a thread keeps its tiles configured from one call to the
+ * next (every kernel here uses the same layout, TILES_HALF_K), always for
+ * a full tile of GROUP tokens: a partial token tile computes zeros in the
+ * columns past its last token (the packed activations are zeros there)
+ * and they are not stored, which costs less than reconfiguring between a
+ * batch's full and partial tiles. */
+enum { TILES_NONE, TILES_HALF_K, TILES_FULL };
+static _Thread_local int t_tiles;
+
+static void load_config(struct tile_config *c) {
+    /* GCC 12 does not see that ldtilecfg reads the whole struct and drops
+     * the stores before it without this barrier. */
+    __asm__ volatile("" : : "m"(*c) : "memory");
+    _tile_loadconfig(c);
+}
 
 /* Two sets of tiles (0-2 and 3-5): C, 16 weight rows x 16 tokens (int32);
  * A, 16 rows x 32 bytes; B, 8 x 64 bytes; and tiles 6-7, two more C. */
 static void configure_tiles(void) {
-    t_tiles_ready = true;
+    t_tiles = TILES_HALF_K;
     struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
@@ -83,17 +92,27 @@ static void configure_tiles(void) {
         c.rows[t] = GROUP;
         c.colsb[t] = 4 * GROUP;
     }
-    /* GCC 12 does not see that ldtilecfg reads the whole struct and drops
-     * the stores above without this barrier. */
-    __asm__ volatile("" : : "m"(c) : "memory");
-    _tile_loadconfig(&c);
+    load_config(&c);
 }
 
 static inline void configure(void) {
-    if (!t_tiles_ready) configure_tiles();
+    if (t_tiles != TILES_HALF_K) configure_tiles();
 }
 
 void tensor_amx_configure(void) { configure(); }
+
+void tensor_amx_configure_full(void) {
+    if (t_tiles == TILES_FULL) return;
+    t_tiles = TILES_FULL;
+    struct tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.rows[t] = GROUP;
+        c.colsb[t] = 64;
+    }
+    load_config(&c);
+}
 
 /* ---- reference: one row, the same chain, integers summed directly ---- */
 

@@ -29,6 +29,7 @@
 #ifndef KVIK_NO_SIMD
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 
 #include "tensor/kernels.h"
 #include "tensor/quants.h"
@@ -303,8 +304,22 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
     return true;
 }
 
+enum { Q6_FULL_MIN = 96 }; /* tokens from which Q6_K mat-mat takes the scales into the weight tiles */
+
+static bool q6_full_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                           const uint8_t *packed, int64_t n_tok, float *y, int64_t ys);
+static int64_t q6_full_groups_per_call(int64_t nb);
+
 static bool rows_product_q6_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
+    if (n_tok >= Q6_FULL_MIN && w->panel) {
+        const int64_t nb = w->cols / QK_K, per = q6_full_groups_per_call(nb) * GROUP;
+        for (int64_t g = r0; g < r1; g += per)
+            if (!q6_full_matmat((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q6_REC, nb, g,
+                                r1 - g < per ? r1 - g : per, xq, xq_row, packed, n_tok, y, ys))
+                return false;
+        return true;
+    }
     for (int64_t g = r0; g < r1; g += GROUP)
         if (!rows_product_group(w, g, g + GROUP < r1 ? g + GROUP : r1, xq, xq_row, packed, n_tok, y, ys)) return false;
     return true;
@@ -422,20 +437,25 @@ static inline __m512 neg_ps(__m512 x) {
  *
  * The weights are the B operand of the tile products and the tokens the A
  * operand, so that a record's chunks are B-tile rows as they are (VNNI
- * order). A: sixteen tokens' quants of one 32-weight part of a super-block,
- * read straight from the quantized rows (a row stride apart; the rows of
- * Q8_K activations are always written, this table having no quantize_tile
- * for them), a last partial tile from a copy padded with zeros. B: per
- * 32-weight part (Q4_K's sub-block, two Q6_K sub-blocks) the group's
- * weights unpacked once per call, a Q6_K sub-block's q - 32 in one half of
- * the part's 32 K values and zeros in the other. A result tile holds one
- * token per row, the sixteen weight rows across: each token's chain runs
- * in the lanes of one vector, scales and d as vectors of the rows. */
+ * order). A: sixteen tokens' quants of one part of a super-block, read
+ * straight from the quantized rows (a row stride apart; the rows of Q8_K
+ * activations are always written, this table having no quantize_tile for
+ * them), a last partial tile from a copy padded with zeros. B: the
+ * group's weights unpacked once per call. Q6_K (half-K layout): per
+ * 32-weight part two tiles, a sub-block's q - 32 in one half of the part's
+ * 32 K values and zeros in the other, the products scaled per token in
+ * integers. Q4_K and Q5_K (full layout, K = 64): the sub-block scales
+ * folded into the B tiles in two parts, so that a super-block's S_b takes
+ * four products per part in the tile registers and one shift and add per
+ * token; the mins term by 16-bit products of the mins and the tokens'
+ * sub-block sums. A result tile holds one token per row, the sixteen
+ * weight rows across: each token's chain runs in the lanes of one vector,
+ * scales and d as vectors of the rows. */
 
 enum { Q8K_QS = 4 }; /* the quants' offset in a block_q8_K */
 
-/* The group's weights at rec as B tiles, nb super-blocks: Q6_K 16 tiles
- * (8 KiB) per super-block, Q4_K 8 (4 KiB). */
+/* The group's Q6_K weights at rec as B tiles, nb super-blocks: 16 tiles
+ * (8 KiB) per super-block. */
 static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
     const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
     const __m512i off = _mm512_set1_epi8(32), zero = _mm512_setzero_si512();
@@ -454,25 +474,6 @@ static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
             }
         }
     }
-}
-
-static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
-    for (int64_t b = 0; b < nb; b++, rec += k45_rec(q5), bp += 8 * 512)
-        for (int L = 0; L < 32; L++) {
-            __m512i q = _mm512_loadu_si512(rec + 64 * L);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (q5) {
-                uint64_t ml, mh;
-                memcpy(&ml, rec + K5_HB + 16 * L, 8);
-                memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
-                lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
-                hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
-            }
-            int jp = L / 8, c = L % 8;
-            _mm512_store_si512(bp + 512 * (2 * jp) + 64 * c, lo);
-            _mm512_store_si512(bp + 512 * (2 * jp + 1) + 64 * c, hi);
-        }
 }
 
 /* Q4_K's scales and mins of one record, unpacked in the rows' lanes:
@@ -495,101 +496,451 @@ static inline void q4_K_rec_scales(const uint8_t *rec, __m512i sc[8], __m512i mn
 
 #define TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
 
-/* Bytes of the work area of recs_matmat. */
-static size_t matmat_work_size(int type, int64_t nb, size_t xq_row) {
-    return (size_t)nb * (type == TENSOR_TYPE_Q6_K ? SUBS * 512 : 8 * 512) + ((GROUP * xq_row + 63) & ~(size_t)63);
+/* Per super-block of a Q4_K or Q5_K group unpacked for mat-mat:
+ *
+ *     offset  size  what
+ *          0  8192  four 64-weight chunks (weights 64 c .. 64 c + 63,
+ *                   sub-blocks 2 c and 2 c + 1), each two B tiles of K = 64
+ *                   (16 lines of 64 bytes, byte 4 r + i of line k: row r's
+ *                   weight 64 c + 4 k + i): q times the low part of its
+ *                   sub-block's scale, then q times the high part
+ *       8192   256  mins in 16-bit pairs: word i of row r at 64 i + 4 r
+ *                   holds m[2 i] | m[2 i + 1] << 16
+ *       8448    64  d[r], float
+ *       8512    64  dmin[r], float
+ *
+ * The scale sc = lo + (hi << shift) is split so that both products fit a
+ * byte (Q4_K, shift 4: 15 x 15 and 15 x 3; Q5_K, shift 3: 31 x 7 and
+ * 31 x 7); their products with the tokens' quants give S_lo and S_hi, and
+ * the exact S_b = S_lo + (S_hi << shift). */
+enum { KB_MINS = 8192, KB_D = KB_MINS + 256, KB_DMIN = KB_D + 64, K45_BLOCK = KB_DMIN + 64 };
+
+static inline int k45_shift(bool q5) { return q5 ? 3 : 4; }
+
+/* Each byte of v times the byte in the low half of its 16-bit word of s16
+ * (the high half zero): with every product below 256, one 16-bit multiply
+ * gives both bytes of a word, no carry between them. */
+static inline __m512i mul_bytes(__m512i v, __m512i s16) { return _mm512_mullo_epi16(v, s16); }
+
+static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
+    const int shift = k45_shift(q5);
+    const __m512i low = _mm512_set1_epi32((1 << shift) - 1);
+    for (int64_t b = 0; b < nb; b++, rec += k45_rec(q5), bp += K45_BLOCK) {
+        __m512i sc[8], mn[8];
+        q4_K_rec_scales(rec, sc, mn);
+        for (int jp = 0; jp < 4; jp++) {
+            uint8_t *ch = bp + (size_t)jp * 2048;
+            __m512i lo_s[2], hi_s[2]; /* the parts of sub-blocks 2 jp and 2 jp + 1, in both 16-bit halves */
+            for (int h = 0; h < 2; h++) {
+                __m512i l = _mm512_and_si512(sc[2 * jp + h], low), u = _mm512_srli_epi32(sc[2 * jp + h], shift);
+                lo_s[h] = _mm512_or_si512(l, _mm512_slli_epi32(l, 16));
+                hi_s[h] = _mm512_or_si512(u, _mm512_slli_epi32(u, 16));
+            }
+            _mm512_store_si512(bp + KB_MINS + 64 * jp, _mm512_or_si512(mn[2 * jp], _mm512_slli_epi32(mn[2 * jp + 1], 16)));
+            for (int c = 0; c < 8; c++) {
+                int L = 8 * jp + c;
+                __m512i q = _mm512_loadu_si512(rec + 64 * L);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (q5) {
+                    uint64_t ml, mh;
+                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
+                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
+                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
+                }
+                _mm512_store_si512(ch + 64 * c, mul_bytes(lo, lo_s[0]));
+                _mm512_store_si512(ch + 64 * (8 + c), mul_bytes(hi, lo_s[1]));
+                _mm512_store_si512(ch + 1024 + 64 * c, mul_bytes(lo, hi_s[0]));
+                _mm512_store_si512(ch + 1024 + 64 * (8 + c), mul_bytes(hi, hi_s[1]));
+            }
+        }
+        _mm512_store_ps(bp + KB_D, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D))));
+        _mm512_store_ps(bp + KB_DMIN, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN))));
+    }
 }
 
-/* Mat-mat of the group at r0 (nr rows; its records of type Q6_K, Q4_K or
- * Q5_K at rec0, nb super-blocks) against the n_tok quantized rows at xq
- * (xq_row bytes apart) and their packed tiles (for the tokens' d and the
- * sub-block sums); buf: matmat_work_size bytes, 64-byte aligned, or NULL
- * for this thread's scratch. */
-static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
-                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf) {
-    const bool q6 = type == TENSOR_TYPE_Q6_K, q5 = type == TENSOR_TYPE_Q5_K;
-    const size_t rec_bytes = q6 ? Q6_REC : k45_rec(q5), b_bytes = q6 ? SUBS * 512 : 8 * 512;
-    if (!buf) buf = tensor_amx_scratch(matmat_work_size(type, nb, xq_row));
-    if (!buf) return false;
-    uint8_t *bp = buf, *tail = buf + (size_t)nb * b_bytes;
-    if (q6) unpack_b_q6_K(rec0, nb, bp);
-    else unpack_b_k45(rec0, nb, bp, q5);
+/* The chains of the nt tokens of one token tile after one super-block:
+ * lo and hi the tile products (token t's sixteen rows at 16 t), bs the
+ * tokens' eight sub-block sums ([j][t], int32), dy their d, blk the
+ * super-block's unpacked block. */
+static inline __attribute__((always_inline)) void k45_tile_chains(__m512 *acc, int nt, const int32_t *lo,
+                                                                   const int32_t *hi, const int32_t *bs,
+                                                                   const float *dy, const uint8_t *blk, int shift) {
+    const __m512i w16 = _mm512_set1_epi32(0xFFFF);
+    _Alignas(64) int32_t pr[4][GROUP]; /* token t's sums of sub-blocks 2 i and 2 i + 1 as 16-bit pairs */
+    for (int i = 0; i < 4; i++)
+        _mm512_store_si512(pr[i], _mm512_or_si512(_mm512_and_si512(_mm512_load_si512(bs + 32 * i), w16),
+                                                  _mm512_slli_epi32(_mm512_load_si512(bs + 32 * i + 16), 16)));
+    const __m512i mp0 = _mm512_load_si512(blk + KB_MINS), mp1 = _mm512_load_si512(blk + KB_MINS + 64);
+    const __m512i mp2 = _mm512_load_si512(blk + KB_MINS + 128), mp3 = _mm512_load_si512(blk + KB_MINS + 192);
+    const __m512 d = _mm512_load_ps(blk + KB_D), dmin = _mm512_load_ps(blk + KB_DMIN);
+    for (int t = 0; t < nt; t++) {
+        __m512i S = _mm512_add_epi32(_mm512_load_si512(lo + GROUP * t),
+                                     _mm512_slli_epi32(_mm512_load_si512(hi + GROUP * t), shift));
+        __m512i M = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, _mm512_set1_epi32(pr[0][t]));
+        M = _mm512_dpwssd_epi32(M, mp1, _mm512_set1_epi32(pr[1][t]));
+        M = _mm512_dpwssd_epi32(M, mp2, _mm512_set1_epi32(pr[2][t]));
+        M = _mm512_dpwssd_epi32(M, mp3, _mm512_set1_epi32(pr[3][t]));
+        __m512 dyt = _mm512_set1_ps(dy[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, dyt), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dyt)), acc[t]);
+    }
+}
+
+/* The A operand of token tile t0 (tokens t0 .. t0 + nt - 1 of xq): the
+ * rows themselves, or for a partial tile a copy at tail padded with zeros. */
+static const uint8_t *token_tile(const uint8_t *xq, size_t xq_row, int64_t t0, int nt, uint8_t *tail) {
+    const uint8_t *a = xq + (size_t)t0 * xq_row;
+    if (nt == GROUP) return a;
+    memcpy(tail, a, (size_t)nt * xq_row);
+    memset(tail + (size_t)nt * xq_row, 0, (size_t)(GROUP - nt) * xq_row);
+    return tail;
+}
+
+/* Q6_K mat-mat of one group (the half-K layout): per super-block and
+ * 32-weight part two tile products, scaled per token in integers. */
+static void recs_matmat_q6_K(const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq, size_t xq_row,
+                             const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, const uint8_t *bp,
+                             uint8_t *tail) {
     const __mmask16 rows = (__mmask16)((1u << nr) - 1);
     tensor_amx_configure();
     _Alignas(64) int32_t c0[GROUP * GROUP], c1[GROUP * GROUP];
     for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
         const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
-        const uint8_t *a = xq + (size_t)t0 * xq_row;
-        if (nt < GROUP) { /* the tile's tokens past the last: zeros */
-            memcpy(tail, a, (size_t)nt * xq_row);
-            memset(tail + (size_t)nt * xq_row, 0, (size_t)(GROUP - nt) * xq_row);
-            a = tail;
-        }
+        const uint8_t *a = token_tile(xq, xq_row, t0, nt, tail);
         const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
         __m512 acc[GROUP];
         for (int t = 0; t < GROUP; t++) acc[t] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *rec = rec0 + (size_t)b * rec_bytes, *bb = bp + (size_t)b * b_bytes;
+            const uint8_t *rec = rec0 + (size_t)b * Q6_REC, *bb = bp + (size_t)b * SUBS * 512;
             const uint8_t *ab = a + (size_t)b * sizeof(block_q8_K) + Q8K_QS, *tb = tile + (size_t)b * K_TILE_BYTES;
             const float *dy = (const float *)(tb + 8 * 512);
             __m512i S[GROUP];
             for (int t = 0; t < GROUP; t++) S[t] = _mm512_setzero_si512();
-            if (q6) {
-                for (int j = 0; j < 8; j++) { /* sub-blocks 2j, 2j + 1: the part's two halves */
-                    TILE_LOAD(1, ab + 32 * j, xq_row);
-                    TILE_LOAD(2, bb + 512 * (2 * j), 64);
-                    TILE_ZERO(0);
-                    TILE_DPBSSD(0, 1, 2);
-                    TILE_LOAD(5, bb + 512 * (2 * j + 1), 64);
-                    TILE_ZERO(3);
-                    TILE_DPBSSD(3, 1, 5);
-                    TILE_STORE(0, c0, 64);
-                    TILE_STORE(3, c1, 64);
-                    __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j))));
-                    __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j + 1))));
-                    for (int t = 0; t < GROUP; t++) {
-                        if (t >= nt) break;
-                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), s0));
-                        S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), s1));
-                    }
-                }
-                __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
-                for (int t = 0; t < nt; t++)
-                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
-                continue;
-            }
-            __m512i sc[8], mn[8];
-            q4_K_rec_scales(rec, sc, mn);
-            for (int j = 0; j < 8; j += 2) {
+            for (int j = 0; j < 8; j++) { /* sub-blocks 2j, 2j + 1: the part's two halves */
                 TILE_LOAD(1, ab + 32 * j, xq_row);
-                TILE_LOAD(2, bb + 512 * j, 64);
+                TILE_LOAD(2, bb + 512 * (2 * j), 64);
                 TILE_ZERO(0);
-                TILE_DPBSUD(0, 1, 2);
-                TILE_LOAD(4, ab + 32 * (j + 1), xq_row);
-                TILE_LOAD(5, bb + 512 * (j + 1), 64);
+                TILE_DPBSSD(0, 1, 2);
+                TILE_LOAD(5, bb + 512 * (2 * j + 1), 64);
                 TILE_ZERO(3);
-                TILE_DPBSUD(3, 4, 5);
+                TILE_DPBSSD(3, 1, 5);
                 TILE_STORE(0, c0, 64);
                 TILE_STORE(3, c1, 64);
+                __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j))));
+                __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * j + 1))));
                 for (int t = 0; t < GROUP; t++) {
                     if (t >= nt) break;
-                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), sc[j]));
-                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), sc[j + 1]));
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c0 + GROUP * t), s0));
+                    S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(_mm512_load_si512(c1 + GROUP * t), s1));
                 }
             }
-            const int32_t *bs = (const int32_t *)(tb + 8 * 512 + 64); /* [j][t] */
-            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_D)));
-            __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + K4_DMIN)));
-            for (int t = 0; t < nt; t++) {
-                __m512i M = _mm512_setzero_si512();
-                for (int j = 0; j < 8; j++) M = _mm512_add_epi32(M, _mm512_mullo_epi32(mn[j], _mm512_set1_epi32(bs[16 * j + t])));
-                __m512 dyt = _mm512_set1_ps(dy[t]);
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, dyt), acc[t]);
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M), neg_ps(_mm512_mul_ps(dmin, dyt)), acc[t]);
-            }
+            __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D)));
+            for (int t = 0; t < nt; t++)
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
         }
         for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0, rows, acc[t]);
     }
+}
+
+/* Q4_K / Q5_K mat-mat of one group from its unpacked blocks bp (the full
+ * layout). Token tiles in pairs: per super-block and chunk two A tiles
+ * (the pair's tokens) and two B tiles (the scales' parts), four products
+ * into S_lo and S_hi of each tile, whose chains then take the block. A
+ * last single tile runs alone. */
+/* Q4_K / Q5_K mat-mat of the ng groups unpacked at bp (nb blocks each,
+ * group after group; rows r0 .. r0 + nr - 1) in the full layout. Token
+ * tiles in pairs; per pair, super-block and group, per 64-weight chunk
+ * two A tiles (the pair's quants) and two B tiles (the scales' parts),
+ * four products into S_lo and S_hi of each token tile, whose chains then
+ * take the block. The pair's quants of one super-block stay in L1 while
+ * the groups' blocks go by; a last single tile runs alone. acc: room for
+ * 2 * GROUP chains per group; tail: two zero-padded token tiles. */
+static void k45_tiles(int64_t nb, int64_t ng, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                      const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, const uint8_t *bp, uint8_t *tail,
+                      __m512 *acc, bool q5) {
+    const int shift = k45_shift(q5);
+    const size_t tail_bytes = (GROUP * xq_row + 63) & ~(size_t)63;
+    tensor_amx_configure_full();
+    _Alignas(64) int32_t c[4][GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += 2 * GROUP) {
+        const int nt0 = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const int nt1 = n_tok - t0 - nt0 < GROUP ? (int)(n_tok - t0 - nt0) : GROUP;
+        const uint8_t *a0 = token_tile(xq, xq_row, t0, nt0, tail);
+        const uint8_t *a1 = nt1 > 0 ? token_tile(xq, xq_row, t0 + GROUP, nt1, tail + tail_bytes) : NULL;
+        const uint8_t *tile0 = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        const uint8_t *tile1 = tile0 + (size_t)nb * K_TILE_BYTES;
+        for (int64_t i = 0; i < ng * 2 * GROUP; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const size_t ao = (size_t)b * sizeof(block_q8_K) + Q8K_QS, to = (size_t)b * K_TILE_BYTES;
+            const uint8_t *tb0 = tile0 + to, *tb1 = tile1 + to;
+            for (int64_t g = 0; g < ng; g++) {
+                const uint8_t *bb = bp + (size_t)(g * nb + b) * K45_BLOCK;
+                __m512 *ga = acc + g * 2 * GROUP;
+                TILE_ZERO(0);
+                TILE_ZERO(1);
+                if (nt1 > 0) {
+                    TILE_ZERO(2);
+                    TILE_ZERO(3);
+                    for (int ch = 0; ch < 4; ch++) {
+                        TILE_LOAD(4, a0 + ao + 64 * ch, xq_row);
+                        TILE_LOAD(6, bb + 2048 * ch, 64);
+                        TILE_DPBSUD(0, 4, 6);
+                        TILE_LOAD(7, bb + 2048 * ch + 1024, 64);
+                        TILE_DPBSUD(1, 4, 7);
+                        TILE_LOAD(5, a1 + ao + 64 * ch, xq_row);
+                        TILE_DPBSUD(2, 5, 6);
+                        TILE_DPBSUD(3, 5, 7);
+                    }
+                } else {
+                    for (int ch = 0; ch < 4; ch++) {
+                        TILE_LOAD(4, a0 + ao + 64 * ch, xq_row);
+                        TILE_LOAD(6, bb + 2048 * ch, 64);
+                        TILE_DPBSUD(0, 4, 6);
+                        TILE_LOAD(7, bb + 2048 * ch + 1024, 64);
+                        TILE_DPBSUD(1, 4, 7);
+                    }
+                }
+                TILE_STORE(0, c[0], 64);
+                TILE_STORE(1, c[1], 64);
+                k45_tile_chains(ga, nt0, c[0], c[1], (const int32_t *)(tb0 + 8 * 512 + 64),
+                                (const float *)(tb0 + 8 * 512), bb, shift);
+                if (nt1 > 0) {
+                    TILE_STORE(2, c[2], 64);
+                    TILE_STORE(3, c[3], 64);
+                    k45_tile_chains(ga + GROUP, nt1, c[2], c[3], (const int32_t *)(tb1 + 8 * 512 + 64),
+                                    (const float *)(tb1 + 8 * 512), bb, shift);
+                }
+            }
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            int rows_g = nr - g * GROUP < GROUP ? (int)(nr - g * GROUP) : GROUP;
+            const __mmask16 rows = (__mmask16)((1u << rows_g) - 1);
+            for (int t = 0; t < nt0 + nt1; t++)
+                _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0 + g * GROUP, rows, acc[g * 2 * GROUP + t]);
+        }
+    }
+}
+
+/* Groups of one k45_matmat (or q6_full_matmat) call: their unpacked
+ * blocks stay within about K45_PANEL bytes (half of L2). */
+enum { K45_PANEL = 1024 * 1024 };
+
+static int64_t k45_groups_per_call(int64_t nb) {
+    int64_t ng = K45_PANEL / (nb * K45_BLOCK);
+    return ng < 1 ? 1 : ng;
+}
+
+/* Bytes of the work area of k45_matmat for ng groups. */
+static size_t k45_work_size(int64_t ng, int64_t nb, size_t xq_row) {
+    return (size_t)(ng * nb) * K45_BLOCK + 2 * ((GROUP * xq_row + 63) & ~(size_t)63) +
+           (size_t)ng * 2 * GROUP * sizeof(__m512);
+}
+
+/* Mat-mat of the groups from r0 on (nr rows, k45_groups_per_call groups at
+ * most; their Q4_K or Q5_K records at rec0, one after the other, nb
+ * super-blocks each) against the n_tok quantized rows at xq (xq_row bytes
+ * apart) and their packed tiles (for the tokens' d and sub-block sums);
+ * buf: k45_work_size bytes, 64-byte aligned, or NULL for this thread's
+ * scratch. */
+static bool k45_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                       const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf, bool q5) {
+    const int64_t ng = (nr + GROUP - 1) / GROUP;
+    if (!buf) buf = tensor_amx_scratch(k45_work_size(ng, nb, xq_row));
+    if (!buf) return false;
+    uint8_t *tail = buf + (size_t)(ng * nb) * K45_BLOCK;
+    __m512 *acc = (__m512 *)(tail + 2 * ((GROUP * xq_row + 63) & ~(size_t)63));
+    for (int64_t g = 0; g < ng; g++)
+        unpack_b_k45(rec0 + (size_t)(g * nb) * k45_rec(q5), nb, buf + (size_t)(g * nb) * K45_BLOCK, q5);
+    k45_tiles(nb, ng, r0, nr, xq, xq_row, packed, n_tok, y, ys, buf, tail, acc, q5);
+    return true;
+}
+
+/* ---- Q6_K mat-mat with the scales in the weight tiles --------------------- *
+ *
+ * With q in 0..63 and the int8 scale written in balanced base 5,
+ * sc = e0 + 5 e1 + 25 e2 + 125 e3 (e_i in -2..2), every q e_i fits a signed
+ * byte, and
+ *
+ *     S_b = sum_k sc_k (q - 32) . y = sum_i 5^i (sum_w q e_i(w) y_w)
+ *           - 32 sum_k sc_k ysum_k
+ *
+ * with ysum_k the Q8_K row's sums of 16. Per super-block four B tiles of
+ * K = 64 per part and chunk (a part's four products accumulate in a tile
+ * register), then per token the parts by Horner's rule and the offset
+ * term by eight 16-bit dot products with the row's own pairs of sums.
+ * Unpacked per super-block of a group:
+ *
+ *     offset   size  what
+ *          0  16384  chunk c (weights 64 c .. 64 c + 63), part i: the B
+ *                    tile at 4096 c + 1024 i, byte 64 k + 4 r + j holding
+ *                    row r's q e_i of weight 64 c + 4 k + j (int8)
+ *      16384    512  -32 sc in 16-bit pairs: word i of row r at 64 i + 4 r
+ *                    holds sub-blocks 2 i and 2 i + 1
+ *      16896     64  d[r], float
+ */
+enum { Q6F_NEG = 16384, Q6F_D = Q6F_NEG + 512, Q6F_BLOCK = Q6F_D + 64 };
+
+/* The balanced base-5 digits of each int8 scale, q6_digit[i][sc + 128]
+ * (filled by tensor_kernels_init_amx_k), each in both 16-bit halves. */
+static int32_t q6_digit[4][256];
+
+static void q6_digits_init(void) {
+    for (int v0 = -128; v0 < 128; v0++) {
+        int v = v0;
+        for (int i = 0; i < 4; i++) {
+            int e = ((v % 5) + 5) % 5;
+            if (e > 2) e -= 5;
+            q6_digit[i][v0 + 128] = (int32_t)((uint32_t)(uint16_t)(int16_t)e | (uint32_t)(uint16_t)(int16_t)e << 16);
+            v = (v - e) / 5;
+        }
+    }
+}
+
+/* Each byte of v (0..63) times the signed 16-bit word of s16 it lies in,
+ * every product a signed byte. */
+static inline __m512i mul_bytes_signed(__m512i v, __m512i s16) {
+    const __m512i even = _mm512_set1_epi16(0x00FF);
+    __m512i e = _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(v, even), s16), even);
+    __m512i o = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), s16);
+    return _mm512_or_si512(e, _mm512_slli_epi16(o, 8));
+}
+
+static void unpack_q6_full(const uint8_t *rec, int64_t nb, uint8_t *bp) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i w16 = _mm512_set1_epi32(0xFFFF);
+    for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += Q6F_BLOCK) {
+        _Alignas(64) int32_t dig[SUBS][4][GROUP];
+        for (int k = 0; k < SUBS; k++)
+            for (int r = 0; r < GROUP; r++) {
+                int sc = (int8_t)rec[R_SC + GROUP * k + r];
+                for (int i = 0; i < 4; i++) dig[k][i][r] = q6_digit[i][sc + 128];
+            }
+        for (int i = 0; i < 8; i++) {
+            __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * i))));
+            __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(rec + R_SC + GROUP * (2 * i + 1))));
+            __m512i n0 = _mm512_mullo_epi32(s0, _mm512_set1_epi32(-32)), n1 = _mm512_mullo_epi32(s1, _mm512_set1_epi32(-32));
+            _mm512_store_si512(bp + Q6F_NEG + 64 * i, _mm512_or_si512(_mm512_and_si512(n0, w16), _mm512_slli_epi32(n1, 16)));
+        }
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *run = rec + 64 * 3 * g;
+            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
+            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            for (int j = 0; j < 4; j++) {
+                int L = g + 16 * j, k = L / 4, c = L / 16; /* line L: weights 4 L .. 4 L + 3 */
+                for (int i = 0; i < 4; i++)
+                    _mm512_store_si512(bp + 4096 * c + 1024 * i + 64 * (L % 16),
+                                       mul_bytes_signed(v[j], _mm512_load_si512(dig[k][i])));
+            }
+        }
+        _mm512_store_ps(bp + Q6F_D, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + R_D))));
+    }
+}
+
+/* The chains of the nt tokens of one token tile after one super-block: p
+ * the four parts' tile products (token t's sixteen rows at 16 t), ys the
+ * first token's Q8_K block (the next a row stride on), dy the tokens' d. */
+static inline __attribute__((always_inline)) void q6_tile_chains(__m512 *acc, int nt, int32_t (*p)[GROUP * GROUP],
+                                                                  const uint8_t *yb, size_t xq_row, const float *dy,
+                                                                  const uint8_t *blk) {
+    __m512i neg[8];
+    for (int i = 0; i < 8; i++) neg[i] = _mm512_load_si512(blk + Q6F_NEG + 64 * i);
+    const __m512 d = _mm512_load_ps(blk + Q6F_D);
+    for (int t = 0; t < nt; t++) {
+        __m512i S = _mm512_load_si512(p[3] + GROUP * t);
+        for (int i = 2; i >= 0; i--)
+            S = _mm512_add_epi32(_mm512_add_epi32(S, _mm512_slli_epi32(S, 2)), _mm512_load_si512(p[i] + GROUP * t));
+        const uint8_t *bs = yb + (size_t)t * xq_row + offsetof(block_q8_K, bsums);
+        for (int i = 0; i < 8; i++) S = _mm512_dpwssd_epi32(S, neg[i], _mm512_set1_epi32(load_i32(bs + 4 * i)));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(d, _mm512_set1_ps(dy[t])), acc[t]);
+    }
+}
+
+/* Q6_K mat-mat of the ng groups unpacked at bp (rows r0 .. r0 + nr - 1):
+ * per token tile, super-block and group, per chunk one A tile (the
+ * tokens' quants) and the four parts' B tiles. */
+static void q6_full_tiles(int64_t nb, int64_t ng, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                          const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, const uint8_t *bp, uint8_t *tail,
+                          __m512 *acc) {
+    tensor_amx_configure_full();
+    _Alignas(64) int32_t c[4][GROUP * GROUP];
+    for (int64_t t0 = 0; t0 < n_tok; t0 += GROUP) {
+        const int nt = n_tok - t0 < GROUP ? (int)(n_tok - t0) : GROUP;
+        const uint8_t *a = token_tile(xq, xq_row, t0, nt, tail);
+        const uint8_t *tile = packed + (size_t)(t0 / GROUP) * (size_t)nb * K_TILE_BYTES;
+        for (int64_t i = 0; i < ng * GROUP; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *ab = a + (size_t)b * sizeof(block_q8_K);
+            const float *dy = (const float *)(tile + (size_t)b * K_TILE_BYTES + 8 * 512);
+            for (int64_t g = 0; g < ng; g++) {
+                const uint8_t *bb = bp + (size_t)(g * nb + b) * Q6F_BLOCK;
+                TILE_ZERO(0);
+                TILE_ZERO(1);
+                TILE_ZERO(2);
+                TILE_ZERO(3);
+                for (int ch = 0; ch < 4; ch++) {
+                    const uint8_t *bc = bb + 4096 * ch;
+                    TILE_LOAD(4, ab + Q8K_QS + 64 * ch, xq_row);
+                    TILE_LOAD(5, bc, 64);
+                    TILE_DPBSSD(0, 4, 5);
+                    TILE_LOAD(6, bc + 1024, 64);
+                    TILE_DPBSSD(1, 4, 6);
+                    TILE_LOAD(7, bc + 2048, 64);
+                    TILE_DPBSSD(2, 4, 7);
+                    TILE_LOAD(5, bc + 3072, 64);
+                    TILE_DPBSSD(3, 4, 5);
+                }
+                TILE_STORE(0, c[0], 64);
+                TILE_STORE(1, c[1], 64);
+                TILE_STORE(2, c[2], 64);
+                TILE_STORE(3, c[3], 64);
+                q6_tile_chains(acc + g * GROUP, nt, c, ab, xq_row, dy, bb);
+            }
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            int rows_g = nr - g * GROUP < GROUP ? (int)(nr - g * GROUP) : GROUP;
+            const __mmask16 rows = (__mmask16)((1u << rows_g) - 1);
+            for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ys + r0 + g * GROUP, rows, acc[g * GROUP + t]);
+        }
+    }
+}
+
+static int64_t q6_full_groups_per_call(int64_t nb) {
+    int64_t ng = K45_PANEL / (nb * Q6F_BLOCK);
+    return ng < 1 ? 1 : ng;
+}
+
+/* Mat-mat of the Q6_K groups from r0 on (nr rows, q6_full_groups_per_call
+ * groups at most, their records at rec0) against the n_tok quantized rows
+ * at xq and their packed tiles (for the tokens' d), from this thread's
+ * scratch. */
+static bool q6_full_matmat(const uint8_t *rec0, int64_t nb, int64_t r0, int64_t nr, const uint8_t *xq, size_t xq_row,
+                           const uint8_t *packed, int64_t n_tok, float *y, int64_t ys) {
+    const int64_t ng = (nr + GROUP - 1) / GROUP;
+    const size_t tail_bytes = (GROUP * xq_row + 63) & ~(size_t)63;
+    uint8_t *buf = tensor_amx_scratch((size_t)(ng * nb) * Q6F_BLOCK + tail_bytes + (size_t)ng * GROUP * sizeof(__m512));
+    if (!buf) return false;
+    uint8_t *tail = buf + (size_t)(ng * nb) * Q6F_BLOCK;
+    for (int64_t g = 0; g < ng; g++)
+        unpack_q6_full(rec0 + (size_t)(g * nb) * Q6_REC, nb, buf + (size_t)(g * nb) * Q6F_BLOCK);
+    q6_full_tiles(nb, ng, r0, nr, xq, xq_row, packed, n_tok, y, ys, buf, tail, (__m512 *)(tail + tail_bytes));
+    return true;
+}
+
+/* Q6_K mat-mat of the group at r0 (nr rows; its records at rec0, nb
+ * super-blocks) against the n_tok quantized rows at xq (xq_row bytes
+ * apart) and their packed tiles (for the tokens' d), from this thread's
+ * scratch. */
+static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, int nr, const uint8_t *xq,
+                        size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf) {
+    (void)type;
+    if (!buf) buf = tensor_amx_scratch((size_t)nb * SUBS * 512 + ((GROUP * xq_row + 63) & ~(size_t)63));
+    if (!buf) return false;
+    unpack_b_q6_K(rec0, nb, buf);
+    recs_matmat_q6_K(rec0, nb, r0, nr, xq, xq_row, packed, n_tok, y, ys, buf, buf + (size_t)nb * SUBS * 512);
     return true;
 }
 
@@ -797,11 +1148,18 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     if (!w->panel) return q4_K_from_rows(w, r0, r1, xq, xq_row, packed, n_tok, y, ys);
     int64_t nb = w->cols / QK_K;
+    if (n_tok > FEW_MAX) {
+        const int64_t per = k45_groups_per_call(nb) * GROUP;
+        for (int64_t g = r0; g < r1; g += per)
+            if (!k45_matmat((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC, nb, g,
+                            r1 - g < per ? r1 - g : per, xq, xq_row, packed, n_tok, y, ys, NULL, false))
+                return false;
+        return true;
+    }
     for (int64_t g = r0; g < r1; g += GROUP) {
         int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
         const uint8_t *rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q4K_REC;
-        if (n_tok <= FEW_MAX) few_group(few_q4_K, FEW_K45, rec, nb, g, nr, xq, xq_row, n_tok, y, ys);
-        else if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, NULL)) return false;
+        few_group(few_q4_K, FEW_K45, rec, nb, g, nr, xq, xq_row, n_tok, y, ys);
     }
     return true;
 }
@@ -811,6 +1169,14 @@ static bool rows_product_q4_K(const struct tensor_matrix *w, int64_t r0, int64_t
 static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t r1, const void *xq, size_t xq_row,
                               const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int64_t nb = w->cols / QK_K;
+    if (n_tok > FEW_MAX && w->panel) {
+        const int64_t per = k45_groups_per_call(nb) * GROUP;
+        for (int64_t g = r0; g < r1; g += per)
+            if (!k45_matmat((const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q5K_REC, nb, g,
+                            r1 - g < per ? r1 - g : per, xq, xq_row, packed, n_tok, y, ys, NULL, true))
+                return false;
+        return true;
+    }
     for (int64_t g = r0; g < r1; g += GROUP) {
         int nr = r1 - g < GROUP ? (int)(r1 - g) : GROUP;
         const uint8_t *rec;
@@ -819,20 +1185,20 @@ static bool rows_product_q5_K(const struct tensor_matrix *w, int64_t r0, int64_t
             rec = (const uint8_t *)w->panel + (size_t)(g / GROUP) * (size_t)nb * Q5K_REC;
         } else {
             size_t recs_bytes = ((size_t)nb * Q5K_REC + 63) & ~(size_t)63;
-            bool mat = n_tok > FEW_MAX;
-            uint8_t *buf = tensor_amx_scratch(recs_bytes + (mat ? matmat_work_size(w->type, nb, xq_row) : 0));
+            uint8_t *buf = tensor_amx_scratch(recs_bytes + (n_tok > FEW_MAX ? k45_work_size(1, nb, xq_row) : 0));
             if (!buf) return false;
             recs_put_group_k45(w, g, nr, buf);
             rec = buf;
             work = buf + recs_bytes;
         }
         if (n_tok <= FEW_MAX) few_group(few_q5_K, FEW_K45, rec, nb, g, nr, xq, xq_row, n_tok, y, ys);
-        else if (!recs_matmat(w->type, rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work)) return false;
+        else if (!k45_matmat(rec, nb, g, nr, xq, xq_row, packed, n_tok, y, ys, work, true)) return false;
     }
     return true;
 }
 
 void tensor_kernels_init_amx_k(struct tensor_kernels *k) {
+    q6_digits_init();
     k->vec_dot[TENSOR_TYPE_Q6_K] = vec_dot_q6_K_amx;
     k->vec_dot_x2[TENSOR_TYPE_Q6_K] = NULL;
     k->vec_dot_tile[TENSOR_TYPE_Q6_K] = NULL;
