@@ -572,7 +572,7 @@ TEST(matmul_equals_vec_dot_bit_for_bit) {
             check_matmul(k, types[i], 37, cols, 3, 1);
             /* a few tokens (a draft's verification): one pass, passes of
              * several tokens with a partial last one, and just past them */
-            for (int64_t n = 2; n <= 9; n++)
+            for (int64_t n = 2; n <= 13; n++)
                 if (n != 3) check_matmul(k, types[i], 37, cols, n, 2);
             check_matmul(k, types[i], 50, cols, 70, 3); /* several token blocks */
             /* mat-vec over a matrix of several 64 KiB work items, the last

@@ -139,6 +139,17 @@ enum { PF_AHEAD = 2048 }; /* bytes of records prefetched ahead of the product */
 /* (a & c) | (b & ~c), bit by bit */
 static inline __m512i select_bits(__m512i c, __m512i a, __m512i b) { return _mm512_ternarylogic_epi32(a, b, c, 0xE4); }
 
+/* Run g of a Q6_K record: the values (0..63) of chunks g, g + 16, g + 32
+ * and g + 48 in v[0..3]. */
+static inline __attribute__((always_inline)) void q6_run(const uint8_t *rec, int g, __m512i v[4]) {
+    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t *run = rec + 64 * 3 * g;
+    __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
+    __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
+    v[3] = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
+    v[0] = _mm512_and_si512(l0, m6), v[1] = _mm512_and_si512(l1, m6), v[2] = _mm512_and_si512(l2, m6);
+}
+
 /* Mat-vec of one group's records (nb super-blocks) against a Q8_K row: per
  * chunk one VNNI product of q (0..63) with four broadcast activation bytes
  * gives the sixteen rows' partial sums in sixteen lanes; per sub-block
@@ -266,7 +277,8 @@ static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, i
                         size_t xq_row, const uint8_t *packed, int64_t n_tok, float *y, int64_t ys, uint8_t *buf);
 
 /* A few tokens at once from records (below). */
-enum { FEW_MAX = 8, FEW_K45 = 4, FEW_Q6 = 3 };
+/* Most tokens of that path, per type (measured against the tile paths). */
+enum { FEW_MAX = 12, FEW_MAX_Q6 = 16, FEW_K45 = 4, FEW_Q6 = 3 };
 typedef void few_fn(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, size_t xq_row, int T, float *y,
                     int64_t ys);
 static few_fn few_q6_K;
@@ -280,7 +292,7 @@ static bool rows_product_group(const struct tensor_matrix *w, int64_t r0, int64_
                                const void *packed, int64_t n_tok, float *y, int64_t ys) {
     int nr = (int)(r1 - r0);
     int64_t nb = w->cols / QK_K;
-    bool few = n_tok > 1 && n_tok <= FEW_MAX;
+    bool few = n_tok > 1 && n_tok <= FEW_MAX_Q6;
     if (n_tok > 1 && !few && w->panel)
         return recs_matmat(w->type, (const uint8_t *)w->panel + (size_t)(r0 / GROUP) * (size_t)nb * Q6_REC, nb, r0, nr,
                            xq, xq_row, packed, n_tok, y, ys, NULL);
@@ -457,17 +469,13 @@ enum { Q8K_QS = 4 }; /* the quants' offset in a block_q8_K */
 /* The group's Q6_K weights at rec as B tiles, nb super-blocks: 16 tiles
  * (8 KiB) per super-block. */
 static void unpack_b_q6_K(const uint8_t *rec, int64_t nb, uint8_t *bp) {
-    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
     const __m512i off = _mm512_set1_epi8(32), zero = _mm512_setzero_si512();
     for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += SUBS * 512) {
         for (int k = 0; k < SUBS; k++)
             for (int i = 0; i < 4; i++) _mm512_store_si512(bp + 512 * k + 256 * (1 - k % 2) + 64 * i, zero);
         for (int g = 0; g < 16; g++) {
-            const uint8_t *run = rec + 64 * 3 * g;
-            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
-            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
-            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
-            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            __m512i v[4];
+            q6_run(rec, g, v);
             for (int j = 0; j < 4; j++) {
                 int c = g + 16 * j, k = c / 4;
                 _mm512_store_si512(bp + 512 * k + 256 * (k % 2) + 64 * (c % 4), _mm512_sub_epi8(v[j], off));
@@ -522,8 +530,24 @@ static inline int k45_shift(bool q5) { return q5 ? 3 : 4; }
  * gives both bytes of a word, no carry between them. */
 static inline __m512i mul_bytes(__m512i v, __m512i s16) { return _mm512_mullo_epi16(v, s16); }
 
+/* Line L of a Q4_K (q5: Q5_K) record: the weights of its low nibbles in
+ * lo, of its high nibbles in hi (0..15, Q5_K 0..31), VNNI order. */
+static inline __attribute__((always_inline)) void k45_line(const uint8_t *rec, int L, const bool q5, __m512i *lo,
+                                                             __m512i *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i q = _mm512_loadu_si512(rec + 64 * L);
+    *lo = _mm512_and_si512(q, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if (q5) {
+        uint64_t ml, mh;
+        memcpy(&ml, rec + K5_HB + 16 * L, 8);
+        memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
+        *lo = _mm512_mask_add_epi8(*lo, (__mmask64)ml, *lo, _mm512_set1_epi8(0x10)); /* bit 4 is clear: add is or */
+        *hi = _mm512_mask_add_epi8(*hi, (__mmask64)mh, *hi, _mm512_set1_epi8(0x10));
+    }
+}
+
 static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), fifth = _mm512_set1_epi8(0x10);
     const int shift = k45_shift(q5);
     const __m512i low = _mm512_set1_epi32((1 << shift) - 1);
     for (int64_t b = 0; b < nb; b++, rec += k45_rec(q5), bp += K45_BLOCK) {
@@ -539,16 +563,8 @@ static void unpack_b_k45(const uint8_t *rec, int64_t nb, uint8_t *bp, bool q5) {
             }
             _mm512_store_si512(bp + KB_MINS + 64 * jp, _mm512_or_si512(mn[2 * jp], _mm512_slli_epi32(mn[2 * jp + 1], 16)));
             for (int c = 0; c < 8; c++) {
-                int L = 8 * jp + c;
-                __m512i q = _mm512_loadu_si512(rec + 64 * L);
-                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (q5) {
-                    uint64_t ml, mh;
-                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
-                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
-                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
-                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
-                }
+                __m512i lo, hi;
+                k45_line(rec, 8 * jp + c, q5, &lo, &hi);
                 _mm512_store_si512(ch + 64 * c, mul_bytes(lo, lo_s[0]));
                 _mm512_store_si512(ch + 64 * (8 + c), mul_bytes(hi, lo_s[1]));
                 _mm512_store_si512(ch + 1024 + 64 * c, mul_bytes(lo, hi_s[0]));
@@ -808,7 +824,6 @@ static inline __m512i mul_bytes_signed(__m512i v, __m512i s16) {
 }
 
 static void unpack_q6_full(const uint8_t *rec, int64_t nb, uint8_t *bp) {
-    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
     const __m512i w16 = _mm512_set1_epi32(0xFFFF);
     for (int64_t b = 0; b < nb; b++, rec += Q6_REC, bp += Q6F_BLOCK) {
         _Alignas(64) int32_t dig[SUBS][4][GROUP];
@@ -824,11 +839,8 @@ static void unpack_q6_full(const uint8_t *rec, int64_t nb, uint8_t *bp) {
             _mm512_store_si512(bp + Q6F_NEG + 64 * i, _mm512_or_si512(_mm512_and_si512(n0, w16), _mm512_slli_epi32(n1, 16)));
         }
         for (int g = 0; g < 16; g++) {
-            const uint8_t *run = rec + 64 * 3 * g;
-            __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64), l2 = _mm512_loadu_si512(run + 128);
-            __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
-            v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
-            const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+            __m512i v[4];
+            q6_run(rec, g, v);
             for (int j = 0; j < 4; j++) {
                 int L = g + 16 * j, k = L / 4, c = L / 16; /* line L: weights 4 L .. 4 L + 3 */
                 for (int i = 0; i < 4; i++)
@@ -947,9 +959,9 @@ static bool recs_matmat(int type, const uint8_t *rec0, int64_t nb, int64_t r0, i
 
 /* ---- a few tokens from records (Q6_K, Q4_K, Q5_K) -------------------------- *
  *
- * One to FEW_MAX tokens (a decode step, a draft's verification, a small
- * batch; Q6_K's single token has its own mat-vec above): per
- * super-block each chunk of the records is unpacked once into registers
+ * One to FEW_MAX tokens (Q6_K: two to FEW_MAX_Q6; its single token has
+ * its own mat-vec above), as in a decode step, a draft's verification or
+ * a small batch: per super-block each chunk of the records is unpacked once into registers
  * and multiplied by every token's activations, read straight from the
  * quantized rows. Each token's chain is the mat-vec's, so the bits are
  * those of one token at a time. Up to FEW_K45 (Q4_K/Q5_K) or FEW_Q6 (Q6_K)
@@ -965,8 +977,7 @@ static inline __attribute__((always_inline)) void few_k45(const uint8_t *rec, in
                                                             size_t xq_row, const int T, float *y, int64_t ys,
                                                             const bool q5) {
     const size_t rec_bytes = k45_rec(q5);
-    const __m512i fifth = _mm512_set1_epi8(0x10);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i lo6 = _mm512_set1_epi32(0x3f3f3f3f), lo4 = _mm512_set1_epi32(0x0f0f0f0f);
     const __m512i hi2 = _mm512_set1_epi32(0x30303030), w16 = _mm512_set1_epi32(0x00FF00FF);
     __m512i pick[4];
     #pragma GCC unroll 8
@@ -997,16 +1008,8 @@ static inline __attribute__((always_inline)) void few_k45(const uint8_t *rec, in
             for (int t = 0; t < T; t++) dl[t] = dh[t] = _mm512_setzero_si512();
             #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
-                int L = 8 * jp + c;
-                __m512i q = _mm512_loadu_si512(rec + 64 * L);
-                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-                if (q5) {
-                    uint64_t ml, mh;
-                    memcpy(&ml, rec + K5_HB + 16 * L, 8);
-                    memcpy(&mh, rec + K5_HB + 16 * L + 8, 8);
-                    lo = _mm512_mask_add_epi8(lo, (__mmask64)ml, lo, fifth);
-                    hi = _mm512_mask_add_epi8(hi, (__mmask64)mh, hi, fifth);
-                }
+                __m512i lo, hi;
+                k45_line(rec, 8 * jp + c, q5, &lo, &hi);
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     dl[t] = _mm512_dpbusd_epi32(dl[t], lo, _mm512_set1_epi32(yw[t][16 * jp + c]));
@@ -1070,7 +1073,6 @@ static void few_q5_K(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, 
 /* T tokens (1..FEW_Q6) against one group's Q6_K records, as few_k45. */
 static inline __attribute__((always_inline)) void few_q6(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq,
                                                            size_t xq_row, const int T, float *y, int64_t ys) {
-    const __m512i m6 = _mm512_set1_epi8(0x3F), m2 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[FEW_Q6];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -1090,12 +1092,8 @@ static inline __attribute__((always_inline)) void few_q6(const uint8_t *rec, int
             #pragma GCC unroll 8
             for (int i = 0; i < 4; i++) {
                 int g = 4 * m + i;
-                const uint8_t *run = rec + 64 * 3 * g;
-                __m512i l0 = _mm512_loadu_si512(run), l1 = _mm512_loadu_si512(run + 64);
-                __m512i l2 = _mm512_loadu_si512(run + 128);
-                __m512i v3 = select_bits(m2, _mm512_srli_epi16(l0, 6), _mm512_srli_epi16(l1, 4));
-                v3 = _mm512_and_si512(select_bits(m4, v3, _mm512_srli_epi16(l2, 2)), m6);
-                const __m512i v[4] = {_mm512_and_si512(l0, m6), _mm512_and_si512(l1, m6), _mm512_and_si512(l2, m6), v3};
+                __m512i v[4];
+                q6_run(rec, g, v);
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++)
                     #pragma GCC unroll 8
@@ -1133,7 +1131,7 @@ static void few_q6_K(const uint8_t *rec, int64_t nb, int nr, const uint8_t *xq, 
     }
 }
 
-/* n_tok (1..FEW_MAX) tokens against the group at r0 (nr rows, records at
+/* n_tok (1..FEW_MAX_Q6) tokens against the group at r0 (nr rows, records at
  * rec), per passes of at most per tokens. */
 static void few_group(few_fn *fn, int per, const uint8_t *rec, int64_t nb, int64_t r0, int nr, const void *xq,
                       size_t xq_row, int64_t n_tok, float *y, int64_t ys) {
