@@ -175,9 +175,9 @@ TEST(spec_ngram_propose_longest_latest_match) {
 /* The cost model: expected tokens over cost, and the controller pausing a
  * draft model as costly as the target even when it is always right. */
 TEST(spec_ctl_cost_model) {
-    /* a = 0.5, k = 2: (1 + 0.5 + 0.25) / (1 + 0.4) */
-    CHECK(fabs(spec_gain(0.5, 2, 0.0) - 1.75 / 1.4) < 1e-12);
-    CHECK(fabs(spec_gain(1.0, 3, 0.5) - 4.0 / 3.1) < 1e-12);
+    /* a = 0.5, k = 2: (1 + 0.5 + 0.25) / (1 + 2 SPEC_VERIFY_COST) */
+    CHECK(fabs(spec_gain(0.5, 2, 0.0) - 1.75 / (1 + 2 * SPEC_VERIFY_COST)) < 1e-12);
+    CHECK(fabs(spec_gain(1.0, 3, 0.5) - 4.0 / (1 + 3 * SPEC_VERIFY_COST + 1.5)) < 1e-12);
     for (int k = 1; k <= 16; k++) CHECK(spec_gain(1.0, k, 1.0) < 1.0); /* self-draft never pays */
     struct spec_ctl c;
     spec_ctl_init(&c, 8, 1.0);

@@ -126,15 +126,14 @@ struct spec_ctl {
 /* The cost model. With per-token acceptance a, a draft of k tokens yields
  * E(k) = 1 + a + ... + a^k tokens per verification step, and costs
  *     C(k) = 1 + SPEC_VERIFY_COST * k + draft_cost * k
- * target decode steps (a verification of k + 1 tokens is not free on a
- * CPU: with the repacked AMX kernels on SmolLM2 a whole prompt-lookup step
- * of 3.6 tokens, proposal and emission included, cost 1.7 plain steps,
- * 0.27 per extra token, of which the forward pass is the larger part; the
- * model takes 0.2 for the forward alone, docs/benchmarks.md; a draft
- * model's token costs its share of the bytes a decode reads). The best draft length
+ * target decode steps: a verification of k + 1 tokens streams the
+ * weights once, and each extra token adds its products (with the few-token
+ * K-quant products a fraction of a step; docs/benchmarks.md has the
+ * figures), and a draft model's token costs its share of the bytes a
+ * decode reads. The best draft length
  * maximises E(k) / C(k); when even that is below SPEC_MIN_GAIN, speculation
  * does not pay and pauses. */
-#define SPEC_VERIFY_COST 0.2
+#define SPEC_VERIFY_COST 0.1
 /* The gain a draft length must promise: the model leaves out the draft's
  * own overheads (catching up on the accepted tokens as a small batch, its
  * sampling), which a Q4_1 draft for a Q8_0 copy of the same model showed
