@@ -435,6 +435,17 @@ TEST(spec_engine_sampled_rejections_keep_pool_consistent) {
     CHECK(s2.spec_accepted > 0 && s2.spec_draft_tokens > s2.spec_accepted);
     CHECK_EQ_INT(s1.kv_blocks_used, 0);
     CHECK_EQ_INT(s2.kv_blocks_used, 0);
+    /* sampled without penalties the copying prompts repeat, so the prompt
+     * lookup in front of the draft model drafts too (q a point mass) */
+    static struct out c[N_REQ];
+    struct engine_stats s3;
+    p.temp = 0.7f, p.repeat_penalty = 1.0f, p.seed = 7;
+    REQUIRE(run_engine(f, SPEC_DRAFT, f->m, &p, c, &s3));
+    for (int i = 0; i < N_REQ; i++) CHECK(c[i].finals == 1 && c[i].n <= MAX_TOK);
+    CHECK_MSG(s3.spec_lookup_drafts > 0, "lookup: %llu drafts, %llu of %llu tokens accepted",
+              (unsigned long long)s3.spec_lookup_drafts, (unsigned long long)s3.spec_lookup_accepted,
+              (unsigned long long)s3.spec_lookup_tokens);
+    CHECK_EQ_INT(s3.kv_blocks_used, 0);
     unsetenv("KVIK_SPEC_DRAFT_COST");
 }
 
