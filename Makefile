@@ -76,6 +76,9 @@ endif
 ISA_AVX2 := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
+# attention's tiles multiply bf16 (only called after a CPUID check for them too)
+$(BUILD)/obj/src/tensor/attn_amx.o: AMX_EXTRA := -mamx-bf16 -mavx512bf16
+
 LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c src/convert/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # The load generator of `kvik bench serve` (libcurl + jansson) and the HTTP
@@ -125,7 +128,7 @@ need-libs:
 
 $(BUILD)/obj/%_amx.o: %_amx.c | $(NEED_CC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ISA_AVX512) -mamx-tile -mamx-int8 -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(ISA_AVX512) -mamx-tile -mamx-int8 $(AMX_EXTRA) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%_avx512.o: %_avx512.c | $(NEED_CC)
 	@mkdir -p $(dir $@)

@@ -108,6 +108,51 @@ static void attn_ref(const struct test_cache *c, const float *q_in, int last, fl
     attn_ref_window(c, q_in, 0, last, scale, out);
 }
 
+static double bf16_round(float x) { return (double)bf16_to_fp32(fp32_to_bf16(x)); }
+
+/* The same softmax as a kernel with bf16 products computes it (tensor.h,
+ * attn_bf16): q, k, v and each weight rounded to bf16 before they are
+ * multiplied, the weights e^(s - m) against the running maximum m of the
+ * tiles so far (TENSOR_ATTN_TILE positions at absolute boundaries), the
+ * rest in doubles. What it leaves to the kernel's own arithmetic is a
+ * weight on the other side of a bf16 rounding boundary now and then. */
+static void attn_ref_bf16(const struct test_cache *c, const float *q_in, int first, int last, float scale,
+                          double *out) {
+    int hd = c->hd;
+    double q[256], o[256] = {0}, m = -INFINITY, l = 0;
+    for (int d = 0; d < hd; d++) q[d] = bf16_round(q_in[d]);
+    enum { TT = TENSOR_ATTN_TILE };
+    for (int t0 = first / TT * TT; t0 <= last; t0 += TT) {
+        int lo = t0 > first ? t0 : first, hi = t0 + TT - 1 < last ? t0 + TT - 1 : last;
+        double s[TT], mt = -INFINITY;
+        for (int j = lo; j <= hi; j++) {
+            double dot = 0;
+            for (int d = 0; d < hd; d++) dot += q[d] * bf16_round(c->kf[(size_t)j * hd + d]);
+            s[j - t0] = (double)((float)dot * scale);
+            mt = fmax(mt, s[j - t0]);
+        }
+        double mn = fmax(m, mt), alpha = m == -INFINITY ? 0 : exp(m - mn), sum = 0;
+        for (int d = 0; d < hd; d++) o[d] *= alpha;
+        for (int j = lo; j <= hi; j++) {
+            double p = exp(s[j - t0] - mn), pb = bf16_round((float)p);
+            sum += p;
+            for (int d = 0; d < hd; d++) o[d] += pb * bf16_round(c->vf[(size_t)j * hd + d]);
+        }
+        l = l * alpha + sum;
+        m = mn;
+    }
+    for (int d = 0; d < hd; d++) out[d] = o[d] / l;
+}
+
+/* Whether kt computes this cache's attention with bf16 products. */
+static bool bf16_attn(const struct tensor_kernels *kt, int type, int hd) {
+    return kt->attn_bf16 && hd % 32 == 0 && (type == TENSOR_TYPE_F32 || type == TENSOR_TYPE_F16);
+}
+
+/* A kernel with bf16 products, within this of attn_ref_bf16 (a weight
+ * rounded the other way moves an output by 2^-8 of that weight's share). */
+#define BF16_ATTN_TOL 3e-4
+
 /* Query rows: `group` heads for each of n_tok tokens; q values sharpened so
  * scores span several units. */
 struct test_rows {
@@ -155,7 +200,7 @@ TEST(attn_matches_double_reference) {
     static const int hds[] = {64, 128, 32, 96, 48, 12};
     static const int groups[] = {1, 3, 4, 8};
     static const int lens[] = {1, 2, 15, 16, 17, 31, 100, 1100};
-    double worst[TENSOR_ISA_COUNT] = {0};
+    double worst[TENSOR_ISA_COUNT] = {0}, worst16 = 0;
     uint64_t rng = 7;
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
         for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
@@ -179,23 +224,29 @@ TEST(attn_matches_double_reference) {
                         float scale = 1.0f / sqrtf((float)hd);
                         double *ref = malloc(sizeof(double) * (size_t)r.n * hd);
                         for (int i = 0; i < r.n; i++) attn_ref(&c, r.q[i], r.last[i], scale, ref + (size_t)i * hd);
+                        double *ref16 = malloc(sizeof(double) * (size_t)r.n * hd);
+                        for (int i = 0; i < r.n; i++) attn_ref_bf16(&c, r.q[i], 0, r.last[i], scale, ref16 + (size_t)i * hd);
                         for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
                             const struct tensor_kernels *kt = tensor_kernels_get(isa);
                             if (!kt) continue;
                             run_kernel(kt, &c, &r, scale);
+                            bool b16 = bf16_attn(kt, type, hd);
+                            const double *want = b16 ? ref16 : ref;
                             double err = 0;
-                            for (int i = 0; i < r.n * hd; i++) err = fmax(err, fabs(r.obuf[i] - ref[i]));
-                            worst[isa] = fmax(worst[isa], err);
-                            CHECK_MSG(err < 3e-6, "%s %s hd %d group %d n %d %s: max error %g", kt->name,
-                                      tensor_type_name(type), hd, group, n, k_patterns[pat].name, err);
+                            for (int i = 0; i < r.n * hd; i++) err = fmax(err, fabs(r.obuf[i] - want[i]));
+                            if (b16) worst16 = fmax(worst16, err);
+                            else worst[isa] = fmax(worst[isa], err);
+                            CHECK_MSG(err < (b16 ? BF16_ATTN_TOL : 3e-6), "%s %s hd %d group %d n %d %s: max error %g",
+                                      kt->name, tensor_type_name(type), hd, group, n, k_patterns[pat].name, err);
                         }
-                        free(ref);
+                        free(ref), free(ref16);
                         rows_free(&r);
                         cache_free(&c);
                     }
         }
     for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++)
         if (tensor_kernels_get(isa)) printf("    %s: max error %.2e\n", tensor_kernels_get(isa)->name, worst[isa]);
+    printf("    bf16 products: max error %.2e against the bf16 reference\n", worst16);
 }
 
 /* A query row with a NaN (and with a Q8_0 cache one with an infinity:
@@ -323,19 +374,21 @@ TEST(attn_sliding_window) {
                 rows_make(&alone, hd, &lasts[2], 1, group, &rng);
                 alone.window = windows[wi];
                 memcpy(alone.qbuf, r.qbuf + (size_t)2 * group * hd, sizeof(float) * (size_t)group * hd);
-                double *ref = malloc(sizeof(double) * (size_t)r.n * hd);
+                double *ref = malloc(sizeof(double) * (size_t)r.n * hd), *ref16 = malloc(sizeof(double) * (size_t)r.n * hd);
                 for (int i = 0; i < r.n; i++) {
                     int first = r.last[i] >= r.window ? r.last[i] - r.window + 1 : 0;
                     attn_ref_window(&c, r.q[i], first, r.last[i], scale, ref + (size_t)i * hd);
+                    attn_ref_bf16(&c, r.q[i], first, r.last[i], scale, ref16 + (size_t)i * hd);
                 }
                 for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
                     const struct tensor_kernels *kt = tensor_kernels_get(isa);
                     if (!kt) continue;
                     run_kernel(kt, &c, &r, scale);
+                    bool b16 = bf16_attn(kt, types[ti], hd);
                     double err = 0;
-                    for (int i = 0; i < r.n * hd; i++) err = fmax(err, fabs(r.obuf[i] - ref[i]));
-                    CHECK_MSG(err < 3e-6, "%s %s window %d %s: max error %g", kt->name, tensor_type_name(types[ti]),
-                              windows[wi], k_patterns[pat].name, err);
+                    for (int i = 0; i < r.n * hd; i++) err = fmax(err, fabs(r.obuf[i] - (b16 ? ref16 : ref)[i]));
+                    CHECK_MSG(err < (b16 ? BF16_ATTN_TOL : 3e-6), "%s %s window %d %s: max error %g", kt->name,
+                              tensor_type_name(types[ti]), windows[wi], k_patterns[pat].name, err);
                     run_kernel(kt, &c, &alone, scale);
                     CHECK_MSG(!memcmp(alone.obuf, r.obuf + (size_t)2 * group * hd,
                                       sizeof(float) * (size_t)group * hd),
@@ -375,7 +428,7 @@ TEST(attn_sliding_window) {
                 }
                 free(want), mem_free(scratch);
                 rows_free(&fr);
-                free(ref);
+                free(ref), free(ref16);
                 rows_free(&r), rows_free(&alone);
                 cache_free(&c);
             }

@@ -211,6 +211,7 @@ struct cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
     bool os_avx, os_avx512;                /* the OS saves the register state */
     bool amx_int8; /* AMX tiles with int8 products, and Linux granted this process the tile state */
+    bool amx_bf16; /* and with bf16 products */
 };
 
 /* Detected once (CPUID + XGETBV); thread-safe after the first call. */

@@ -55,6 +55,7 @@ static void detect(struct cpu_features *f) {
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && f->avx512f && ((d >> 24) & 1) && ((d >> 25) & 1) &&
         (read_xcr0() & 0x60000) == 0x60000)
         f->amx_int8 = amx_request_permission();
+    f->amx_bf16 = f->amx_int8 && ((d >> 22) & 1);
     if (!f->os_avx) f->fma = f->f16c = false;
 }
 #else

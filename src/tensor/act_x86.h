@@ -1,8 +1,8 @@
 /*
  * act_x86.h — the gated unit's activation with x86 vectors (512- and
  * 256-bit) and the greedy sampler's argmax (512-bit; the AVX2 table keeps
- * the scalar one); included by vec_dot_x86.h after attn_x86.h, whose
- * exponentials it uses.
+ * the scalar one); included by vec_dot_x86.h after attn_x86.h, with the
+ * exponentials of exp_x86.h.
  *
  * argmax: each lane keeps its first maximum (strict >, which a NaN never
  * passes), then the largest lane wins, the lowest index among equals: the

@@ -35,7 +35,9 @@
 
 size_t tensor_attn_scratch_floats(int hd, int n_rows) {
     size_t hp = attn_pad16((size_t)hd), T = TENSOR_ATTN_TILE;
-    return 2 * T * hp + hp + 2 * attn_pad16((size_t)n_rows) + T + attn_q8_floats(hd, n_rows);
+    size_t vec = 2 * T * hp + hp + 2 * attn_pad16((size_t)n_rows) + T + attn_q8_floats(hd, n_rows);
+    size_t tiles = hd % 32 == 0 ? attn_tiles_floats(hd, n_rows) : 0;
+    return vec > tiles ? vec : tiles;
 }
 
 void attn_quantize_rows(const struct attn_rows *rows, int hd, struct attn_work *w) {

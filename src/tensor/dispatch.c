@@ -2,7 +2,9 @@
  * dispatch.c — one kernel table per instruction set, and the choice of the
  * best one for this CPU, made once. KVIK_ISA=scalar|avx2|avx512|amx in the
  * environment caps the choice (tests and benchmarks use it to compare paths
- * in one binary).
+ * in one binary). KVIK_ATTN=f32 keeps attention in F32 vectors where the
+ * AMX table would put its products on BF16 tiles (attn_amx.c), to measure
+ * what the tiles cost in accuracy.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -43,6 +45,11 @@ static void init_tables(void) {
         g_tables[TENSOR_ISA_AMX] = g_tables[TENSOR_ISA_AVX512];
         tensor_kernels_init_amx(&g_tables[TENSOR_ISA_AMX]);
         tensor_kernels_init_amx_k(&g_tables[TENSOR_ISA_AMX]);
+        const char *attn = getenv("KVIK_ATTN");
+        if (attn && strcmp(attn, "f32") && strcmp(attn, "bf16"))
+            log_warn("KVIK_ATTN=%s not recognised (f32, bf16); ignored", attn);
+        if (f->amx_bf16 && f->avx512bf16 && !(attn && !strcmp(attn, "f32")))
+            tensor_kernels_init_amx_attn(&g_tables[TENSOR_ISA_AMX]);
         g_supported[TENSOR_ISA_AMX] = true;
     }
 #endif

@@ -28,6 +28,11 @@ void tensor_kernels_init_amx_k(struct tensor_kernels *k);
  * the next call asks for more or the thread exits; NULL on no memory). */
 void tensor_amx_configure(void);
 void tensor_amx_configure_full(void);
+/* The layout of attn_amx.c's tiles (also replaced by the next configure). */
+void tensor_amx_configure_attn(void);
+/* Attention on BF16 tiles (attn_amx.c) on top of the table's vector kernel,
+ * which it keeps for the caches and head sizes it does not take. */
+void tensor_kernels_init_amx_attn(struct tensor_kernels *k);
 uint8_t *tensor_amx_scratch(size_t bytes);
 #endif
 
@@ -67,6 +72,14 @@ struct attn_work {
 };
 
 static inline size_t attn_pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Floats of scratch attn_amx.c carves for n_rows rows of head size hd
+ * (hd a multiple of 32): per tile K, V^T, scores, weights and a zero row;
+ * per group of 16 rows Q in B layout, the output and the rows' state. */
+static inline size_t attn_tiles_floats(int hd, int n_rows) {
+    size_t h = (size_t)hd, T = TENSOR_ATTN_TILE, g = ((size_t)n_rows + 15) / 16;
+    return T * h + T * 16 + T * 8 + h + g * (h * 8 + h * 16 + 64) + 2 * attn_pad16(g);
+}
 
 /* A Q8_0 cache's quantized query rows: per row its quants in whole 64-byte
  * chunks (the last zero-padded), then its blocks' d as floats and 128 times

@@ -63,7 +63,7 @@ struct tile_config {
  * columns past its last token (the packed activations are zeros there)
  * and they are not stored, which costs less than reconfiguring between a
  * batch's full and partial tiles. */
-enum { TILES_NONE, TILES_HALF_K, TILES_FULL };
+enum { TILES_NONE, TILES_HALF_K, TILES_FULL, TILES_ATTN };
 static _Thread_local int t_tiles;
 
 static void load_config(struct tile_config *c) {
@@ -101,16 +101,34 @@ static inline void configure(void) {
 
 void tensor_amx_configure(void) { configure(); }
 
+/* Every tile 16 rows of 64 bytes. */
+static void full_tiles(struct tile_config *c) {
+    memset(c, 0, sizeof *c);
+    c->palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c->rows[t] = GROUP;
+        c->colsb[t] = 64;
+    }
+}
+
 void tensor_amx_configure_full(void) {
     if (t_tiles == TILES_FULL) return;
     t_tiles = TILES_FULL;
     struct tile_config c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.rows[t] = GROUP;
-        c.colsb[t] = 64;
-    }
+    full_tiles(&c);
+    load_config(&c);
+}
+
+/* attn_amx.c's tiles: 0 the scores (16 x 16 F32), 1 K rows (16 x 32
+ * bf16), 2 query rows (16 x 64 bytes, B layout), 3 weights (16 x 16
+ * bf16), 4-5 V rows (8 x 64 bytes, B layout), 6-7 the output. */
+void tensor_amx_configure_attn(void) {
+    if (t_tiles == TILES_ATTN) return;
+    t_tiles = TILES_ATTN;
+    struct tile_config c;
+    full_tiles(&c);
+    c.colsb[3] = 32;
+    c.rows[4] = c.rows[5] = 8;
     load_config(&c);
 }
 
