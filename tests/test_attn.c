@@ -146,7 +146,7 @@ static void attn_ref_bf16(const struct test_cache *c, const float *q_in, int fir
 
 /* Whether kt computes this cache's attention with bf16 products. */
 static bool bf16_attn(const struct tensor_kernels *kt, int type, int hd) {
-    return kt->attn_bf16 && hd % 32 == 0 && (type == TENSOR_TYPE_F32 || type == TENSOR_TYPE_F16);
+    return kt->attn_bf16 && hd % 32 == 0;
 }
 
 /* A kernel with bf16 products, within this of attn_ref_bf16 (a weight

@@ -1,7 +1,7 @@
 /*
  * attn_amx.c — attention with both of its products on BF16 AMX tiles, for
- * F16 and F32 caches and head sizes that are multiples of 32 (others go to
- * the table's vector kernel).
+ * F16, F32 and Q8_0 caches and head sizes that are multiples of 32 (others
+ * go to the table's vector kernel).
  *
  * The tiles and the online softmax are those of attn_scalar.c (tensor.h):
  * positions in tiles of TENSOR_ATTN_TILE at absolute boundaries, one
@@ -36,6 +36,7 @@
 #include "base/base.h"
 #include "tensor/exp_x86.h"
 #include "tensor/kernels.h"
+#include "tensor/quants.h"
 
 enum { T = TENSOR_ATTN_TILE, COLS = 16 };
 
@@ -101,10 +102,15 @@ static inline __m512 rescale_factor(__m512 mo, __m512 mn) {
     return _mm512_mask_mov_ps(alpha, _mm512_cmp_ps_mask(mo, mn, _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
 }
 
-/* 16 cached values from d of a row as floats (F16 -> F32 is exact). */
-static inline __m512 load_row(const void *row, int d, bool f16) {
-    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)))
-               : _mm512_loadu_ps((const float *)row + d);
+/* 16 cached values from d (a multiple of 16) of a row as floats: F16
+ * converted (exactly), F32 as they are, Q8_0 as d times the quant (exact
+ * in F32). */
+static inline __m512 load_row(const void *row, int d, int type) {
+    if (type == TENSOR_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + d)));
+    if (type == TENSOR_TYPE_F32) return _mm512_loadu_ps((const float *)row + d);
+    const block_q8_0 *b = (const block_q8_0 *)row + d / QK;
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + d % QK))));
+    return _mm512_mul_ps(q, _mm512_set1_ps(tensor_fp16_table[b->d]));
 }
 
 /* Two vectors of floats as 32 bf16, a's first (round to nearest even). */
@@ -131,19 +137,19 @@ static inline void prefetch_row(const uint8_t *row, size_t bytes) {
 }
 
 /* The tile's K rows as bf16 rows of hd. */
-static void tile_k(int hd, bool f16, const void *const *k, uint16_t *kb, const struct ahead *pf) {
+static void tile_k(int hd, int type, const void *const *k, uint16_t *kb, const struct ahead *pf) {
     for (int j = 0; j < T; j++) {
         if (j < pf->n) prefetch_row(pf->k[j], pf->bytes);
         for (int d = 0; d < hd; d += 32)
-            _mm512_storeu_si512(kb + (size_t)j * hd + d, bf16_pair(load_row(k[j], d, f16), load_row(k[j], d + 16, f16)));
+            _mm512_storeu_si512(kb + (size_t)j * hd + d, bf16_pair(load_row(k[j], d, type), load_row(k[j], d + 16, type)));
     }
 }
 
 /* The tile's V rows in B layout, 16 dimensions a tile: vb[d/16][j/2][d%16][j%2]. */
-static void tile_v(int hd, bool f16, const void *const *v, uint16_t *vb) {
+static void tile_v(int hd, int type, const void *const *v, uint16_t *vb) {
     for (int j = 0; j < T; j += 2) {
         for (int d = 0; d < hd; d += 16)
-            _mm512_store_si512(vb + (size_t)d * T + (size_t)j * 16, bf16_zip(load_row(v[j], d, f16), load_row(v[j + 1], d, f16)));
+            _mm512_store_si512(vb + (size_t)d * T + (size_t)j * 16, bf16_zip(load_row(v[j], d, type), load_row(v[j + 1], d, type)));
     }
 }
 
@@ -284,8 +290,8 @@ static void group_tile(int hd, float scale, int32_t t0, const struct tile_work *
 
 static void attn_amx(int hd, float scale, const struct attn_kv *kv, const struct attn_rows *rows,
                      float *restrict scratch) {
-    const bool f16 = kv->type == TENSOR_TYPE_F16;
-    if (hd % 32 != 0 || (!f16 && kv->type != TENSOR_TYPE_F32)) {
+    const int type = kv->type;
+    if (hd % 32 != 0 || (type != TENSOR_TYPE_F16 && type != TENSOR_TYPE_F32 && type != TENSOR_TYPE_Q8_0)) {
         g_attn_vec(hd, scale, kv, rows, scratch);
         return;
     }
@@ -332,8 +338,8 @@ static void attn_amx(int hd, float scale, const struct attn_kv *kv, const struct
         const uint8_t *kb[T], *vb[T];
         attn_tile_take(kv, &cur, t0, nt, kb, vb, w.zero);
         for (int j = nt; j < T; j++) kb[j] = vb[j] = (const uint8_t *)w.zero;
-        tile_k(hd, f16, (const void *const *)kb, w.kb, &pf);
-        tile_v(hd, f16, (const void *const *)vb, w.vb);
+        tile_k(hd, type, (const void *const *)kb, w.kb, &pf);
+        tile_v(hd, type, (const void *const *)vb, w.vb);
         bool first_group = true;
         for (int g = 0; g < n_groups; g++)
             if (glast[g] >= t0 && gfirst[g] < t0 + T) {

@@ -162,8 +162,9 @@ struct tensor_kernels {
     vec_dot_tile_fn vec_dot_tile[TENSOR_TYPE_COUNT]; /* optional tile form (mat-mat) */
     int tile_rows, tile_cols;                    /* the tile's shape (same for every type) */
     attn_fn attn;                                /* attention of the query rows of one K/V head */
-    bool attn_bf16; /* attn rounds Q, K, V and the weights to bf16 for its two products (F16
-                       and F32 caches, head sizes multiple of 32); F32 sums all the same */
+    bool attn_bf16; /* attn rounds Q, K, V (a Q8_0 cache's d times quant) and the weights to
+                       bf16 for its two products, F32 sums (head sizes multiple of 32; the
+                       query is not quantized for a Q8_0 cache then) */
     /* gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x); each value
      * computed on its own, whatever the run it falls in */
     void (*silu_mul)(float *gate, const float *up, int64_t n);
