@@ -239,6 +239,27 @@ TEST(ppl_base_reader_refuses_malformed) {
     free(good), free(b);
 }
 
+/* The fuzz target's seeds are files the reader accepts. */
+TEST(ppl_base_fuzz_seeds_parse) {
+    static const char *const seeds[] = {"ctx4-vocab8-chunks1-top2.bin", "ctx8-vocab50-chunks2-top4.bin",
+                                        "ctx9-vocab16-chunks1-top16.bin"};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/../fuzz/seeds/fuzz_ppl_base/%s", test_env("KVIK_TEST_DATA"), seeds[i]);
+        size_t len;
+        uint8_t *d = (uint8_t *)test_slurp(path, &len);
+        CHECK_MSG(d != NULL, "%s missing", path);
+        if (!d) continue;
+        struct ppl_base b;
+        struct kvik_err err = {0};
+        CHECK_MSG(ppl_base_parse(d, len, &b, &err) == KVIK_OK, "%s: %s", seeds[i], err.msg);
+        int c, v, n, k;
+        CHECK(sscanf(seeds[i], "ctx%d-vocab%d-chunks%d-top%d", &c, &v, &n, &k) == 4);
+        CHECK(b.n_ctx == c && b.n_vocab == v && b.n_chunk == n && b.top_k == k);
+        free(d);
+    }
+}
+
 /* ---- the command on the default model -------------------------------------------- */
 
 /* The corpus file english.txt: $KVIK_CORPUS or ~/.cache/kvik/corpus,
