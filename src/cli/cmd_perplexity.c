@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --kv-type T K/V cache rows: f32 (default), f16 or q8_0\n"
             "  --json      one JSON object on stdout\n"
             "  --kl-divergence-base FILE  also save the model's log-probabilities of the scored tokens\n"
-            "              (the top --kl-top-k ids of each, default 32, and the rest's mass) to FILE\n"
+            "              (the top --kl-top-k ids of each, default 256, and the rest's mass) to FILE\n"
             "  --kl-divergence FILE  score against FILE's log-probabilities (of a base model, run with\n"
             "              the same -c over the same tokens; -f, if given, must tokenize to them):\n"
             "              KL divergence, same top token, the change of p(the token) (dp), both PPLs\n");

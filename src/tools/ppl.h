@@ -28,7 +28,7 @@
 #include "base/base.h"
 
 enum {
-    PPL_TOPK_DEFAULT = 32, /* ids kept per token in a base file */
+    PPL_TOPK_DEFAULT = 256, /* ids kept per token in a base file */
     PPL_TOPK_MAX = 1024,
     PPL_MIN_CTX = 4,
     PPL_BASE_HEADER = 32, /* bytes before the tokens */
