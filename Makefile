@@ -2,7 +2,7 @@
 #
 #   make                 libkvik.a, libkvik.so.$(VERSION), the kvik command
 #   make test            make deps, fetch what the tests read (fixtures, model,
-#                        cl100k_base; skipped offline), then make check
+#                        cl100k_base, the corpus; skipped offline), then make check
 #   make check           build and run every test (prints "N passed, N failed")
 #                        with what is already installed and cached
 #   make asan            the same tests under AddressSanitizer + UBSan (models over
@@ -189,12 +189,15 @@ $(BUILD)/obj/bench/%.o: bench/%.c | $(NEED_LIBS)
 
 # make test: the packages of `make deps`, then the data the tests read,
 # fetched once into ~/.cache/kvik (offline: a message, and the tests that
-# need what is missing skip), then make check.
+# need what is missing skip; the perplexity tests, which need the corpus of
+# scripts/fetch-corpus.sh, try to fetch it themselves and fail without it),
+# then make check.
 test: deps
 	@scripts/fetch-fixtures.sh >/dev/null || echo "kvik: fixtures not fetched; the tests read $(SHARED_FIXTURES) or skip" >&2
 	@scripts/fetch-model.sh >/dev/null || echo "kvik: default model not fetched; its tests skip" >&2
 	+@$(MAKE) --no-print-directory models-test || echo "kvik: test models not fetched; their tests skip" >&2
 	@scripts/fetch-vocab.sh >/dev/null || echo "kvik: cl100k_base not fetched; its parity test skips" >&2
+	@scripts/fetch-corpus.sh >/dev/null 2>&1 || echo "kvik: the corpus not fetched; the perplexity tests fail" >&2
 	+@$(MAKE) --no-print-directory check
 
 # The tests' fixtures: $(KVIK_FIXTURES) when set, else the fetched copy

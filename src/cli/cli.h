@@ -23,6 +23,7 @@ int cmd_bench_engine(int argc, char **argv);  /* argv[1] is "engine" */
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
             "  run [-m MODEL] -p TEXT      generate text (kvik run --help)\n"
             "  chat [-m MODEL]             chat on stdin/stdout, one message a line (kvik chat --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
+            "  perplexity [-m MODEL] -f TEXT  perplexity and KL divergence (kvik perplexity --help)\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench engine [-m MODEL]     serving-engine throughput at batch 1, 8, 32\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
