@@ -269,7 +269,7 @@ static void write_results(FILE *f, const char *model, const char *tasks, const s
 static void print_reply(const char *s, size_t n) {
     fputc('"', stderr);
     size_t i = 0;
-    for (; i < n && i < 72; i++) {
+    for (; i < n && (i < 72 || ((unsigned char)s[i] & 0xC0) == 0x80); i++) { /* whole characters */
         unsigned char ch = (unsigned char)s[i];
         if (ch == '\n') fputs("\\n", stderr);
         else if (ch < 0x20 || ch == 0x7f) fprintf(stderr, "\\x%02x", ch);
@@ -458,8 +458,13 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "%s %s", r->pass ? "pass" : "FAIL", c->id);
         if (r->why) fprintf(stderr, ": %s", r->why);
         else if (!r->pass && r->reply) fputs(": ", stderr), print_reply(r->reply, r->reply_len);
-        else if (!r->pass && r->scores) fprintf(stderr, ": option %d scores %.3f, the answer %.3f", c->answer == 0,
-                                                r->scores[c->answer == 0], r->scores[c->answer]);
+        else if (!r->pass && r->scores) {
+            int best = c->answer == 0;
+            for (int k = 0; k < c->options.n; k++)
+                if (k != c->answer && r->scores[k] > r->scores[best]) best = k;
+            fprintf(stderr, ": option %d scores %.3f, the answer (%d) %.3f", best, r->scores[best], c->answer,
+                    r->scores[c->answer]);
+        }
         fputc('\n', stderr);
     }
 

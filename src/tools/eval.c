@@ -35,6 +35,7 @@ static void case_free(struct eval_case *c) {
     free(c->value);
     strs_free(&c->all);
     strs_free(&c->any);
+    strs_free(&c->none);
     free(c->pattern);
     if (c->has_re) regfree(&c->re);
     strs_free(&c->options);
@@ -130,14 +131,17 @@ static kvik_status parse_check(struct pctx *p, const struct json_value *v, struc
         return str_of(p, s, "check exact: \"value\"", &c->value);
     }
     if (!strcmp(t->str, "contains")) {
-        static const char *const keys[] = {"type", "value", "all", "any", NULL};
+        static const char *const keys[] = {"type", "value", "all", "any", "none", NULL};
         if (!only_keys(v, keys, &k)) return bad(p, "check contains: unknown key \"%s\"", k, NULL);
-        const struct json_value *s = member(v, "value"), *all = member(v, "all"), *any = member(v, "any");
-        if (!s && !all && !any) return bad(p, "check contains: give \"value\", \"all\" or \"any\"", NULL, NULL);
+        const struct json_value *s = member(v, "value"), *all = member(v, "all"), *any = member(v, "any"),
+                                *none = member(v, "none");
+        if (!s && !all && !any && !none)
+            return bad(p, "check contains: give \"value\", \"all\", \"any\" or \"none\"", NULL, NULL);
         c->check = EVAL_CHECK_CONTAINS;
         if (s && (st = str_of(p, s, "check contains: \"value\"", &c->value))) return st;
         if (all && (st = strs_of(p, all, "check contains: \"all\"", true, &c->all))) return st;
         if (any && (st = strs_of(p, any, "check contains: \"any\"", true, &c->any))) return st;
+        if (none && (st = strs_of(p, none, "check contains: \"none\"", true, &c->none))) return st;
         return KVIK_OK;
     }
     if (!strcmp(t->str, "regex")) {
@@ -333,6 +337,8 @@ bool eval_check_reply(const struct eval_case *c, const char *reply, size_t len) 
         if (c->value && !holds(reply, len, c->value)) return false;
         for (int i = 0; i < c->all.n; i++)
             if (!holds(reply, len, c->all.s[i])) return false;
+        for (int i = 0; i < c->none.n; i++)
+            if (holds(reply, len, c->none.s[i])) return false;
         if (!c->any.n) return true;
         for (int i = 0; i < c->any.n; i++)
             if (holds(reply, len, c->any.s[i])) return true;

@@ -16,14 +16,16 @@
  *   check       an object, one of:
  *     {"type":"exact","value":S}     the reply without leading and trailing
  *                                    white space is S
- *     {"type":"contains","value":S,"all":[...],"any":[...]}
+ *     {"type":"contains","value":S,"all":[...],"any":[...],"none":[...]}
  *                                    each one given holds: the reply holds
  *                                    S, holds every "all" string, holds at
- *                                    least one "any" string (bytes, case
- *                                    matters)
- *     {"type":"regex","pattern":P}   POSIX extended regex, search semantics:
- *                                    it matches anywhere in the reply unless
- *                                    P anchors itself with ^ and $
+ *                                    least one "any" string, holds no
+ *                                    "none" string (bytes, case matters)
+ *     {"type":"regex","pattern":P}   POSIX extended regex (regcomp with
+ *                                    REG_EXTENDED), search semantics: it
+ *                                    matches anywhere in the reply unless P
+ *                                    anchors itself with ^ and $; ^ and $
+ *                                    are the reply's ends, not its lines
  *     {"type":"json"}                the trimmed reply is one JSON value
  *     {"type":"choice","options":[...],"answer":I}
  *                                    nothing is generated: each option is
@@ -77,7 +79,7 @@ struct eval_case {
     uint64_t seed;
     enum eval_check check;
     char *value;              // exact, contains (NULL: none)
-    struct eval_strs all, any; // contains
+    struct eval_strs all, any, none; // contains
     char *pattern;            // regex
     regex_t re;               // regex, compiled
     bool has_re;
