@@ -188,6 +188,30 @@ TEST(eval_shipped_cases_parse) {
     eval_set_free(&s);
 }
 
+/* The fuzz target's seeds: the task files parse as tasks, results.json as
+ * results. */
+TEST(eval_fuzz_seeds_parse) {
+    static const char *const seeds[] = {"cases-head.jsonl", "choice.jsonl", "contains.jsonl", "results.json"};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/../fuzz/seeds/fuzz_eval_tasks/%s", test_env("KVIK_TEST_DATA"), seeds[i]);
+        size_t len;
+        char *buf = test_slurp(path, &len);
+        REQUIRE_MSG(buf != NULL, "cannot read %s", path);
+        struct kvik_err err = {0};
+        if (strstr(seeds[i], ".jsonl")) {
+            struct eval_set s;
+            CHECK_MSG(eval_set_parse(buf, len, &s, &err) == KVIK_OK, "%s: %s", seeds[i], err.msg);
+            eval_set_free(&s);
+        } else {
+            struct eval_results r;
+            CHECK_MSG(eval_results_parse(buf, len, &r, &err) == KVIK_OK, "%s: %s", seeds[i], err.msg);
+            eval_results_free(&r);
+        }
+        free(buf);
+    }
+}
+
 /* ---- the command ------------------------------------------------------------ */
 
 static void write_file(const char *path, const char *text) {
