@@ -140,7 +140,8 @@ struct scorer {
     int n_ctx, n_batch, n_vocab;
     int32_t *seq, *pos;
     bool *mark;
-    float *logits; // [n_ctx][n_vocab]
+    int max_rows;  // the most option tokens
+    float *logits; // [max_rows][n_vocab]: the rows that predict an option's tokens
 };
 
 static void scorer_free(struct scorer *s) {
@@ -151,11 +152,12 @@ static void scorer_free(struct scorer *s) {
 }
 
 static kvik_status scorer_init(struct scorer *s, const struct gen *g, const struct eval_opts *o, int n_ctx,
-                               struct kvik_err *err) {
+                               int max_rows, struct kvik_err *err) {
     const struct model *m = g->model;
     s->n_ctx = n_ctx;
     s->n_batch = n_ctx < GEN_MAX_BATCH ? n_ctx : GEN_MAX_BATCH;
     s->n_vocab = m->hp.n_vocab;
+    s->max_rows = max_rows;
     if (!kv_type_fits(o->g.kv_type, m->hp.n_head_kv * m->hp.head_dim, m->hp.head_dim))
         return err_set(err, KVIK_ERR_UNSUPPORTED, "--kv-type does not fit heads of %d", m->hp.head_dim);
     if (!(s->ctx = model_ctx_new(m, (int)o->g.threads, s->n_batch, n_ctx, err))) return err->code ? err->code : KVIK_ERR_NOMEM;
@@ -164,7 +166,7 @@ static kvik_status scorer_init(struct scorer *s, const struct gen *g, const stru
     s->seq = calloc((size_t)s->n_batch, sizeof(int32_t));
     s->pos = malloc(sizeof(int32_t) * (size_t)s->n_batch);
     s->mark = malloc((size_t)s->n_batch);
-    s->logits = malloc(sizeof(float) * (size_t)n_ctx * (size_t)s->n_vocab);
+    s->logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)s->n_vocab);
     if (!s->seq || !s->pos || !s->mark || !s->logits) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
     return KVIK_OK;
 }
@@ -389,7 +391,7 @@ int cmd_eval(int argc, char **argv) {
     }
 
     /* every prompt's tokens, and the room the engine and the scorer need */
-    int gen_ctx = 1, score_ctx = 0;
+    int gen_ctx = 1, score_ctx = 0, opt_max = 0;
     for (int i = 0; i < set.n; i++) {
         const struct eval_case *c = &set.cases[i];
         if (encode_prompt(&g, &fmt, c, &ids[i], &n_ids[i], &err)) goto fail;
@@ -398,6 +400,7 @@ int cmd_eval(int argc, char **argv) {
             for (int k = 0; k < c->options.n; k++) {
                 int64_t m = tokenizer_encode(g.tok, c->options.s[k], strlen(c->options.s[k]), false, false, NULL, 0);
                 if (n_ids[i] + m > need) need = n_ids[i] + m;
+                if (m > opt_max && n_ids[i] + m <= g.n_ctx) opt_max = (int)m;
             }
         } else {
             need += c->max_tokens;
@@ -411,7 +414,7 @@ int cmd_eval(int argc, char **argv) {
     }
     int max_batch = gen_ctx < GEN_MAX_BATCH ? gen_ctx : GEN_MAX_BATCH;
     if (gen_start(&g, &o.g, gen_ctx, max_batch, false, &err)) goto fail;
-    if (score_ctx && scorer_init(&sc, &g, &o, score_ctx, &err)) goto fail;
+    if (score_ctx && scorer_init(&sc, &g, &o, score_ctx, opt_max, &err)) goto fail;
     if (score_ctx && !(opt_ids = malloc(sizeof(int32_t) * (size_t)score_ctx))) goto nomem;
     fprintf(stderr, "kvik eval: %d cases from %s\n", set.n, o.tasks);
 
