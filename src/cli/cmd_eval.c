@@ -313,7 +313,7 @@ static bool gate(const struct eval_results *base, const struct eval_set *set, co
         if (k == base->n_tags) now = &ts->all;
         for (int j = 0; j < ts->n && !now; j++)
             if (!strcmp(ts->t[j].tag, b->tag)) now = &ts->t[j];
-        const char *name = k == base->n_tags ? "overall" : b->tag;
+        const char *kind = k == base->n_tags ? "" : "tag ", *name = k == base->n_tags ? "overall" : b->tag;
         if (!now) {
             fprintf(stderr, "kvik eval: tag %s: not in this run\n", name);
             continue;
@@ -321,7 +321,7 @@ static bool gate(const struct eval_results *base, const struct eval_set *set, co
         double drop = eval_rate(b) - eval_rate(now);
         bool fail = drop > max_drop + 1e-9;
         if (fail || drop != 0)
-            fprintf(stderr, "kvik eval: tag %s: %.1f%% -> %.1f%% (%+.1f points)%s\n", name, eval_rate(b),
+            fprintf(stderr, "kvik eval: %s%s: %.1f%% -> %.1f%% (%+.1f points)%s\n", kind, name, eval_rate(b),
                     eval_rate(now), -drop, fail ? ": dropped more than --max-drop" : "");
         if (fail) ok = false;
     }
