@@ -259,6 +259,8 @@ TEST(eval_bad_task_files_exit_2_with_one_line) {
         CHECK_MSG(st == 2, "kvik %s: exit %d", args_bad[i], st);
         CHECK_MSG(count_lines(err) == 1, "kvik %s: %s", args_bad[i], err);
     }
+    CHECK(test_run_kvik("eval --help", out, sizeof out, err, sizeof err) == 0);
+    CHECK(strstr(out, "usage: kvik eval") != NULL && err[0] == 0);
 }
 
 /* Replaces the first `"TAG":{"pass":N` in s (in place, same length or
