@@ -64,7 +64,15 @@ TEST(eval_parse_errors_name_the_line) {
         {"{\"id\":\"a\",\"messages\":[{\"role\":\"user\"}],\"check\":{\"type\":\"json\"}}", "needs \"role\" and \"content\""},
         {"{\"id\":\"a\",\"prompt\":\"p\"}", "\"check\" is missing"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"fuzzy\"}}", "unknown check type \"fuzzy\""},
-        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\",\"schema\":{}}}", "not supported yet"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\"}}", "\"schema\" is missing"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\",\"schema\":{\"pattern\":\"x\"}}}",
+         "keyword \"pattern\" is not supported"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"int\"}}}",
+         "\"type\" must name JSON types"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\",\"schema\":{\"properties\":"
+         "{\"a\":{\"enum\":[1.5]}}}}}",
+         "\"enum\" takes"},
+        {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"json_schema\",\"schema\":[]}}", "must be an object"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"regex\",\"pattern\":\"(ab\"}}", "bad pattern"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"regex\"}}", "\"pattern\" is missing"},
         {"{\"id\":\"a\",\"prompt\":\"p\",\"check\":{\"type\":\"exact\"}}", "\"value\" is missing"},
@@ -98,7 +106,7 @@ TEST(eval_parse_errors_name_the_line) {
 
 /* The check of a one-case file with check object chk. */
 static bool reply_passes(const char *chk, const char *reply) {
-    char text[512];
+    char text[1024];
     snprintf(text, sizeof text, "{\"id\":\"a\",\"prompt\":\"p\",\"check\":%s}", chk);
     struct eval_set s;
     struct kvik_err err = {0};
@@ -132,6 +140,28 @@ TEST(eval_checks) {
     CHECK(!reply_passes("{\"type\":\"json\"}", "{\"a\": 1,}"));
     CHECK(!reply_passes("{\"type\":\"json\"}", "```json\n{}\n```"));
     CHECK(!reply_passes("{\"type\":\"json\"}", ""));
+    /* the JSON Schema subset */
+    const char *sch = "{\"type\":\"json_schema\",\"schema\":{\"type\":\"object\",\"required\":[\"name\",\"tags\"],"
+                      "\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+                      "\"kind\":{\"enum\":[\"a\",\"b\",7,null]},"
+                      "\"tags\":{\"type\":\"array\",\"maxItems\":3,\"minItems\":1,\"items\":{\"type\":\"string\"}}}}}";
+    CHECK(reply_passes(sch, "{\"name\":\"Ada\",\"tags\":[\"x\"]}"));
+    CHECK(reply_passes(sch, " {\"name\":\"Ada\",\"age\":-36,\"kind\":7,\"tags\":[\"x\",\"y\",\"z\"]} "));
+    CHECK(reply_passes(sch, "{\"name\":\"Ada\",\"kind\":null,\"tags\":[\"x\"],\"other\":{}}"));
+    CHECK(!reply_passes(sch, "{\"name\":\"Ada\"}"));                                   /* required */
+    CHECK(!reply_passes(sch, "{\"name\":1,\"tags\":[\"x\"]}"));                        /* type */
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"age\":3.5,\"tags\":[\"x\"]}"));     /* integer */
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"age\":1e3,\"tags\":[\"x\"]}"));
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"kind\":\"c\",\"tags\":[\"x\"]}"));  /* enum */
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"tags\":[]}"));                        /* minItems */
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"tags\":[\"a\",\"b\",\"c\",\"d\"]}")); /* maxItems */
+    CHECK(!reply_passes(sch, "{\"name\":\"A\",\"tags\":[1]}"));                       /* items */
+    CHECK(!reply_passes(sch, "[\"name\"]"));
+    CHECK(!reply_passes(sch, "not json"));
+    CHECK(reply_passes("{\"type\":\"json_schema\",\"schema\":{\"type\":[\"integer\",\"null\"]}}", "null"));
+    CHECK(reply_passes("{\"type\":\"json_schema\",\"schema\":{\"type\":[\"integer\",\"null\"]}}", "-4"));
+    CHECK(!reply_passes("{\"type\":\"json_schema\",\"schema\":{\"type\":[\"integer\",\"null\"]}}", "-4.0"));
+    CHECK(reply_passes("{\"type\":\"json_schema\",\"schema\":{}}", "[1, {}]"));
     /* choice: the answer must score strictly highest */
     struct eval_set s;
     struct kvik_err err = {0};
@@ -191,7 +221,7 @@ TEST(eval_shipped_cases_parse) {
 /* The fuzz target's seeds: the task files parse as tasks, results.json as
  * results. */
 TEST(eval_fuzz_seeds_parse) {
-    static const char *const seeds[] = {"cases-head.jsonl", "choice.jsonl", "contains.jsonl", "results.json"};
+    static const char *const seeds[] = {"cases-head.jsonl", "choice.jsonl", "contains.jsonl", "schema.jsonl", "results.json"};
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/../fuzz/seeds/fuzz_eval_tasks/%s", test_env("KVIK_TEST_DATA"), seeds[i]);

@@ -16,6 +16,7 @@ const char *eval_check_name(enum eval_check c) {
     case EVAL_CHECK_REGEX: return "regex";
     case EVAL_CHECK_JSON: return "json";
     case EVAL_CHECK_CHOICE: return "choice";
+    case EVAL_CHECK_JSON_SCHEMA: return "json_schema";
     }
     return "?";
 }
@@ -39,6 +40,8 @@ static void case_free(struct eval_case *c) {
     free(c->pattern);
     if (c->has_re) regfree(&c->re);
     strs_free(&c->options);
+    if (c->doc) json_free(c->doc);
+    free(c->doc);
     *c = (struct eval_case){0};
 }
 
@@ -115,6 +118,126 @@ static bool dup_keys(const struct json_value *o, const char **key) {
     return false;
 }
 
+/* ---- the JSON Schema subset ---- */
+
+static const char *const schema_types[] = {"object", "array", "string", "number", "integer", "boolean", "null", NULL};
+
+static bool is_type_name(const struct json_value *v) {
+    if (v->type != JSON_STRING) return false;
+    for (const char *const *t = schema_types; *t; t++)
+        if (!strcmp(v->str, *t)) return true;
+    return false;
+}
+
+/* Checks that s is a schema of the subset eval.h lists. */
+static kvik_status schema_check(struct pctx *p, const struct json_value *s) {
+    static const char *const keys[] = {"type", "enum", "required", "properties", "items", "minItems", "maxItems",
+                                       "title", "description", "$schema", NULL};
+    const char *k;
+    kvik_status st;
+    if (s->type != JSON_OBJECT) return bad(p, "json_schema: a schema must be an object", NULL, NULL);
+    if (!only_keys(s, keys, &k)) return bad(p, "json_schema: keyword \"%s\" is not supported", k, NULL);
+    if (dup_keys(s, &k)) return bad(p, "json_schema: keyword \"%s\" given twice", k, NULL);
+    const struct json_value *v;
+    if ((v = member(s, "type"))) {
+        bool ok = is_type_name(v);
+        if (v->type == JSON_ARRAY && v->len) {
+            ok = true;
+            for (size_t i = 0; i < v->len; i++) ok &= is_type_name(&v->items[i]);
+        }
+        if (!ok) return bad(p, "json_schema: \"type\" must name JSON types (object, array, string, ...)", NULL, NULL);
+    }
+    if ((v = member(s, "enum"))) {
+        if (v->type != JSON_ARRAY || !v->len) return bad(p, "json_schema: \"enum\" must be a non-empty array", NULL, NULL);
+        for (size_t i = 0; i < v->len; i++) {
+            enum json_type t = v->items[i].type;
+            if (t != JSON_STRING && t != JSON_UINT && t != JSON_TRUE && t != JSON_FALSE && t != JSON_NULL)
+                return bad(p, "json_schema: \"enum\" takes strings, non-negative integers, booleans and null", NULL,
+                           NULL);
+        }
+    }
+    if ((v = member(s, "required"))) {
+        bool ok = v->type == JSON_ARRAY;
+        for (size_t i = 0; ok && i < v->len; i++) ok = v->items[i].type == JSON_STRING;
+        if (!ok) return bad(p, "json_schema: \"required\" must be an array of strings", NULL, NULL);
+    }
+    if ((v = member(s, "properties"))) {
+        if (v->type != JSON_OBJECT) return bad(p, "json_schema: \"properties\" must be an object", NULL, NULL);
+        for (size_t i = 0; i < v->len; i++)
+            if ((st = schema_check(p, &v->members[i].value))) return st;
+    }
+    if ((v = member(s, "items")) && (st = schema_check(p, v))) return st;
+    if ((v = member(s, "minItems")) && v->type != JSON_UINT)
+        return bad(p, "json_schema: \"minItems\" must be a non-negative integer", NULL, NULL);
+    if ((v = member(s, "maxItems")) && v->type != JSON_UINT)
+        return bad(p, "json_schema: \"maxItems\" must be a non-negative integer", NULL, NULL);
+    return KVIK_OK;
+}
+
+/* Whether x, parsed from text[0..len), is of JSON type name t. */
+static bool type_is(const char *t, const struct json_value *x, const char *text, size_t len) {
+    switch (x->type) {
+    case JSON_NULL: return !strcmp(t, "null");
+    case JSON_TRUE:
+    case JSON_FALSE: return !strcmp(t, "boolean");
+    case JSON_UINT: return !strcmp(t, "integer") || !strcmp(t, "number");
+    case JSON_NUMBER: {
+        if (!strcmp(t, "number")) return true;
+        if (strcmp(t, "integer")) return false;
+        /* an integer is written without a fraction or an exponent */
+        size_t i = x->at;
+        if (i < len && text[i] == '-') i++;
+        while (i < len && text[i] >= '0' && text[i] <= '9') i++;
+        return i == len || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
+    }
+    case JSON_STRING: return !strcmp(t, "string");
+    case JSON_ARRAY: return !strcmp(t, "array");
+    case JSON_OBJECT: return !strcmp(t, "object");
+    }
+    return false;
+}
+
+static bool scalar_eq(const struct json_value *a, const struct json_value *b) {
+    if (a->type != b->type) return false;
+    if (a->type == JSON_UINT) return a->u == b->u;
+    if (a->type == JSON_STRING) return a->len == b->len && !memcmp(a->str, b->str, a->len);
+    return a->type == JSON_TRUE || a->type == JSON_FALSE || a->type == JSON_NULL;
+}
+
+/* Whether schema s (one schema_check accepted) accepts x. */
+static bool schema_accepts(const struct json_value *s, const struct json_value *x, const char *text, size_t len) {
+    const struct json_value *v;
+    if ((v = member(s, "type"))) {
+        bool ok = false;
+        if (v->type == JSON_STRING) ok = type_is(v->str, x, text, len);
+        for (size_t i = 0; v->type == JSON_ARRAY && i < v->len && !ok; i++) ok = type_is(v->items[i].str, x, text, len);
+        if (!ok) return false;
+    }
+    if ((v = member(s, "enum"))) {
+        bool ok = false;
+        for (size_t i = 0; i < v->len && !ok; i++) ok = scalar_eq(&v->items[i], x);
+        if (!ok) return false;
+    }
+    if (x->type == JSON_OBJECT) {
+        if ((v = member(s, "required")))
+            for (size_t i = 0; i < v->len; i++)
+                if (!member(x, v->items[i].str)) return false;
+        if ((v = member(s, "properties")))
+            for (size_t i = 0; i < v->len; i++) {
+                const struct json_value *xv = member(x, v->members[i].key);
+                if (xv && !schema_accepts(&v->members[i].value, xv, text, len)) return false;
+            }
+    }
+    if (x->type == JSON_ARRAY) {
+        if ((v = member(s, "minItems")) && x->len < v->u) return false;
+        if ((v = member(s, "maxItems")) && x->len > v->u) return false;
+        if ((v = member(s, "items")))
+            for (size_t i = 0; i < x->len; i++)
+                if (!schema_accepts(v, &x->items[i], text, len)) return false;
+    }
+    return true;
+}
+
 static kvik_status parse_check(struct pctx *p, const struct json_value *v, struct eval_case *c) {
     if (v->type != JSON_OBJECT) return bad(p, "\"check\" must be an object", NULL, NULL);
     const char *k;
@@ -181,8 +304,17 @@ static kvik_status parse_check(struct pctx *p, const struct json_value *v, struc
         c->answer = (int)a->u;
         return KVIK_OK;
     }
-    if (!strcmp(t->str, "json_schema")) return bad(p, "check type \"json_schema\" is not supported yet", NULL, NULL);
-    return bad(p, "unknown check type \"%s\" (exact, contains, regex, json, choice)", t->str, NULL);
+    if (!strcmp(t->str, "json_schema")) {
+        static const char *const keys[] = {"type", "schema", NULL};
+        if (!only_keys(v, keys, &k)) return bad(p, "check json_schema: unknown key \"%s\"", k, NULL);
+        const struct json_value *sc = member(v, "schema");
+        if (!sc) return bad(p, "check json_schema: \"schema\" is missing", NULL, NULL);
+        if ((st = schema_check(p, sc))) return st;
+        c->check = EVAL_CHECK_JSON_SCHEMA;
+        c->schema = sc;
+        return KVIK_OK;
+    }
+    return bad(p, "unknown check type \"%s\" (exact, contains, regex, json, json_schema, choice)", t->str, NULL);
 }
 
 static kvik_status parse_case(struct pctx *p, const char *line, const struct json_value *v, struct eval_case *c) {
@@ -286,7 +418,15 @@ kvik_status eval_set_parse(const char *buf, size_t len, struct eval_set *out, st
         struct eval_case *c = &s.cases[s.n++];
         *c = (struct eval_case){0};
         st = parse_case(&p, line, &v, c);
-        json_free(&v);
+        if (!st && c->schema) { /* the schema points into v: the case keeps it */
+            if (!(c->doc = malloc(sizeof *c->doc))) {
+                c->schema = NULL;
+                st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+            } else {
+                *c->doc = v;
+            }
+        }
+        if (!c->doc) json_free(&v);
         if (st) goto fail;
         for (int j = 0; j < s.n - 1; j++)
             if (!strcmp(s.cases[j].id, c->id)) {
@@ -353,14 +493,16 @@ bool eval_check_reply(const struct eval_case *c, const char *reply, size_t len) 
         free(z);
         return ok;
     }
-    case EVAL_CHECK_JSON: {
+    case EVAL_CHECK_JSON:
+    case EVAL_CHECK_JSON_SCHEMA: {
         const char *s = reply;
         size_t n = len;
         trim(&s, &n);
         struct json_value v;
         if (json_parse(s, n, &v, NULL)) return false;
+        bool ok = c->check == EVAL_CHECK_JSON || schema_accepts(c->schema, &v, s, n);
         json_free(&v);
-        return true;
+        return ok;
     }
     case EVAL_CHECK_CHOICE: return false;
     }

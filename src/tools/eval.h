@@ -27,6 +27,14 @@
  *                                    anchors itself with ^ and $; ^ and $
  *                                    are the reply's ends, not its lines
  *     {"type":"json"}                the trimmed reply is one JSON value
+ *     {"type":"json_schema","schema":S}
+ *                                    ... that S accepts. S is a subset of
+ *                                    JSON Schema: type (a name or a list),
+ *                                    enum (strings, non-negative integers,
+ *                                    booleans, null), required, properties,
+ *                                    items, minItems, maxItems; title,
+ *                                    description and $schema are ignored,
+ *                                    any other keyword is an error
  *     {"type":"choice","options":[...],"answer":I}
  *                                    nothing is generated: each option is
  *                                    scored by its log-likelihood after the
@@ -34,7 +42,6 @@
  *                                    strictly highest
  *
  * Unknown keys are errors, so a misspelt key never passes silently.
- * "json_schema" is recognised and refused as not supported yet.
  */
 #ifndef KVIK_TOOLS_EVAL_H
 #define KVIK_TOOLS_EVAL_H
@@ -54,7 +61,10 @@ enum eval_check {
     EVAL_CHECK_REGEX,
     EVAL_CHECK_JSON,
     EVAL_CHECK_CHOICE,
+    EVAL_CHECK_JSON_SCHEMA,
 };
+
+struct json_value;
 
 /* A list of owned NUL-terminated strings. */
 struct eval_strs {
@@ -85,6 +95,8 @@ struct eval_case {
     bool has_re;
     struct eval_strs options; // choice
     int answer;               // choice: index into options
+    struct json_value *doc;   // json_schema: the case's parsed line (owned)
+    const struct json_value *schema; // json_schema: the schema, inside doc
 };
 
 /* A parsed task file. */
