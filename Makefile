@@ -233,6 +233,7 @@ $(FUZZ_BUILD)/%: tests/fuzz/%.c $(LIB_SRC) $(LOADGEN_PURE_SRC) $(SERVER_PURE_SRC
 	  $(LOADGEN_PURE_SRC) $(SERVER_PURE_SRC) -DKVIK_NO_SIMD $< -o $@ $(JSON_LIBS) -lm
 
 fuzz-run: fuzz
+	@python3 scripts/gen_ppl_seeds.py
 	@for f in $(FUZZ_BINS); do \
 	  n=$$(basename $$f); mkdir -p fuzz-corpus/$$n; \
 	  echo "fuzzing $$n for $(FUZZ_SECONDS)s"; \

@@ -239,13 +239,18 @@ TEST(ppl_base_reader_refuses_malformed) {
     free(good), free(b);
 }
 
-/* The fuzz target's seeds are files the reader accepts. */
+/* The fuzz target's seeds, written by scripts/gen_ppl_seeds.py from the
+ * format's table alone, are files the reader accepts. */
 TEST(ppl_base_fuzz_seeds_parse) {
     static const char *const seeds[] = {"ctx4-vocab8-chunks1-top2.bin", "ctx8-vocab50-chunks2-top4.bin",
                                         "ctx9-vocab16-chunks1-top16.bin"};
+    char dir[] = "/tmp/kvik-ppl-seeds-XXXXXX", cmd[8400];
+    REQUIRE(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd, "python3 '%s/../../scripts/gen_ppl_seeds.py' '%s'", test_env("KVIK_TEST_DATA"), dir);
+    REQUIRE(system(cmd) == 0);
     for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/../fuzz/seeds/fuzz_ppl_base/%s", test_env("KVIK_TEST_DATA"), seeds[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, seeds[i]);
         size_t len;
         uint8_t *d = (uint8_t *)test_slurp(path, &len);
         CHECK_MSG(d != NULL, "%s missing", path);
@@ -257,7 +262,9 @@ TEST(ppl_base_fuzz_seeds_parse) {
         CHECK(sscanf(seeds[i], "ctx%d-vocab%d-chunks%d-top%d", &c, &v, &n, &k) == 4);
         CHECK(b.n_ctx == c && b.n_vocab == v && b.n_chunk == n && b.top_k == k);
         free(d);
+        remove(path);
     }
+    rmdir(dir);
 }
 
 /* ---- the command on the default model -------------------------------------------- */

@@ -7,9 +7,10 @@
  * |dp| <= 1 for every record.
  *
  * Build and run: make fuzz && make fuzz-run FUZZ_SECONDS=600
- * Seeds: tests/fuzz/seeds/fuzz_ppl_base/ (small valid files; the name says
- * n_ctx, n_vocab, n_chunk and top_k; tests/test_perplexity.c checks that
- * they parse).
+ * Seeds: tests/fuzz/seeds/fuzz_ppl_base/, small valid files written by
+ * scripts/gen_ppl_seeds.py (make fuzz-run does; the name says n_ctx,
+ * n_vocab, n_chunk and top_k; tests/test_perplexity.c checks that they
+ * parse).
  */
 #include <math.h>
 #include <stdlib.h>
