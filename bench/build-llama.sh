@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # build-llama.sh TOOL -- builds one of llama.cpp's own programs, llama-bench
 # (the peer for `kvik bench offline`, bench/compare-llama.py), llama-server
-# (the peer for `kvik serve`, bench/serve-peer.sh) or llama-perplexity (the
-# peer for `kvik perplexity`, scripts/gen_ppl_golden.sh), from the llama-cpp-python
-# sdist, which bundles the llama.cpp sources. Everything lives outside the
-# repository, in $KVIK_PEER_DIR (default ~/.cache/kvik/peer), one build
-# folder per tool (llama-perplexity shares llama-bench's); a second run is a no-op. Prints the program's path.
+# (the peer for `kvik serve`, bench/serve-peer.sh), llama-perplexity (the
+# peer for `kvik perplexity`, scripts/gen_ppl_golden.sh), llama-quantize or
+# llama-imatrix (the peers for `kvik quantize` and `kvik imatrix`), from the
+# llama-cpp-python sdist, which bundles the llama.cpp sources. Everything
+# lives outside the repository, in $KVIK_PEER_DIR (default ~/.cache/kvik/peer),
+# one build folder per tool (all but llama-server share llama-bench's); a
+# second run is a no-op. Prints the program's path.
 # bench/build-llama-bench.sh and bench/build-llama-server.sh call this.
 # scripts/fetch-fixtures.sh takes the tests' vocabulary files from the same
 # sdist in the same folder.
@@ -26,10 +28,10 @@ SRC=$DIR/llama_cpp_python-$VERSION
 TOOL=${1:-}
 case "$TOOL" in
     # bump a stamp when its cmake options below change
-    llama-bench|llama-perplexity) BUILD=$DIR/build-$VERSION; STAMP=$BUILD/kvik-config-2; SERVER=(-DLLAMA_BUILD_SERVER=OFF) ;;
+    llama-bench|llama-perplexity|llama-quantize|llama-imatrix) BUILD=$DIR/build-$VERSION; STAMP=$BUILD/kvik-config-2; SERVER=(-DLLAMA_BUILD_SERVER=OFF) ;;
     llama-server) BUILD=$DIR/build-server-$VERSION; STAMP=$BUILD/kvik-config-1
         SERVER=(-DLLAMA_BUILD_SERVER=ON -DLLAMA_OPENSSL=OFF) ;;
-    *) echo "usage: bench/build-llama.sh llama-bench|llama-server|llama-perplexity" >&2; exit 2 ;;
+    *) echo "usage: bench/build-llama.sh llama-bench|llama-server|llama-perplexity|llama-quantize|llama-imatrix" >&2; exit 2 ;;
 esac
 BIN=$BUILD/bin/$TOOL
 
