@@ -22,6 +22,7 @@
 #define KVIK_TOOLS_IMATRIX_FILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/base.h"
@@ -52,6 +53,9 @@ struct imatrix {
  * counts, not F32, sizes that disagree), with the file and entry named.
  */
 kvik_status imatrix_load(const char *path, struct imatrix *out, struct kvik_err *err);
+
+/* The same over a file's bytes in memory (not kept after the call). */
+kvik_status imatrix_load_memory(const void *data, size_t size, struct imatrix *out, struct kvik_err *err);
 
 /* Writes m as a GGUF imatrix file (to path + ".tmp", then renamed). */
 kvik_status imatrix_save(const struct imatrix *m, const char *path, struct kvik_err *err);
