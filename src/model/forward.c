@@ -23,9 +23,14 @@
  * tokens) items on the same pool: one kernel call per item reads the K/V
  * head's cached rows once for every query head of the group and every
  * token of the block (tensor.h, attention).
+ *
+ * With an observer (model_ctx_observe) each product's F32 input is also
+ * reported: the normalised rows computed apart, and the gating done
+ * before the down product instead of inside it.
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "model/model.h"
@@ -75,6 +80,8 @@ struct model_ctx {
     float *tmp;         /* [max_tokens][n_embd] a block's normalised output (families with post norms) */
     void *scratch;   /* quantized activations for tensor_matmul */
     int32_t *rows;   /* [max_tokens] indices of the marked tokens */
+    model_observe_fn obs; /* model_ctx_observe (NULL: none) */
+    void *obs_arg;
 };
 
 static void *alloc_floats(size_t n, bool *ok) {
@@ -218,6 +225,31 @@ static void glu(struct model_ctx *c, float *gate, const float *up, size_t n) {
     else pool_run(c->pool, glu_worker, &job);
 }
 
+void model_ctx_observe(struct model_ctx *c, model_observe_fn fn, void *arg) {
+    c->obs = fn;
+    c->obs_arg = arg;
+}
+
+/* Reports x[n][cols] to the observer as the input of weight
+ * blk.LAYER.SUFFIX (layer < 0: SUFFIX alone). */
+static void observe(const struct model_ctx *c, int layer, const char *suffix, const float *x, int n, int64_t cols) {
+    char name[96];
+    if (layer >= 0) snprintf(name, sizeof name, "blk.%d.%s", layer, suffix);
+    else snprintf(name, sizeof name, "%s", suffix);
+    c->obs(c->obs_arg, name, x, n, cols);
+}
+
+/* The observer's view of a block's normalised input: c->xn = rmsnorm(c->x)
+ * * norm, reported as the input of each of the n_names weights (the fused
+ * products normalise each row as they quantize it, so c->xn is free). */
+static void observe_normed(struct model_ctx *c, int layer, int n, const float *norm, const char *const *names,
+                           int n_names) {
+    const struct model_hparams *hp = &c->m->hp;
+    for (int t = 0; t < n; t++)
+        tensor_rmsnorm(c->xn + (size_t)t * hp->n_embd, c->x + (size_t)t * hp->n_embd, norm, hp->n_embd, hp->rms_eps);
+    for (int i = 0; i < n_names; i++) observe(c, layer, names[i], c->xn, n, hp->n_embd);
+}
+
 /* c->x += W x (the residual stream), through c->xn. */
 static kvik_status matmul_residual(struct model_ctx *c, const struct tensor_matrix *w, const float *x, int n) {
     return tensor_matmul_add(c->pool, c->k, w, x, w->cols, c->xn, w->rows, n, c->scratch, c->x, c->m->hp.n_embd);
@@ -255,7 +287,12 @@ static kvik_status block_out(struct model_ctx *c, const struct tensor_matrix *w,
 static kvik_status down_residual(struct model_ctx *c, const struct tensor_matrix *w, float *gate, const float *up,
                                  int n);
 
-static kvik_status ffn_out(struct model_ctx *c, const struct layer_weights *L, int n) {
+static kvik_status ffn_out(struct model_ctx *c, const struct layer_weights *L, int layer, int n) {
+    if (c->obs) { /* the gating apart, so that its output can be seen */
+        glu(c, c->gate, c->up, (size_t)n * (size_t)L->w_down.cols);
+        observe(c, layer, "ffn_down.weight", c->gate, n, L->w_down.cols);
+        return block_out(c, &L->w_down, c->gate, n, L->post_ffn_norm);
+    }
     if (!L->post_ffn_norm) return down_residual(c, &L->w_down, c->gate, c->up, n);
     const struct tensor_matrix *w = &L->w_down;
     struct tensor_matmul_opts o = {.glu_up = c->up, .up_stride = w->cols,
@@ -642,6 +679,12 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         epi.layer = l;
         epi.cs = c->rope_cs[L->rope_set];
         epi.store_rows = fast && (kv->type == TENSOR_TYPE_F32 || kv->type == TENSOR_TYPE_F16);
+        if (c->obs) {
+            static const char *const qkv[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
+            static const char *const qkv_fused[] = {"attn_qkv.weight"};
+            if (m->arch->fused_qkv) observe_normed(c, l, n, L->attn_norm, qkv_fused, 1);
+            else observe_normed(c, l, n, L->attn_norm, qkv, 3);
+        }
         if ((st = matmul3_norm(c, n, L->attn_norm, &L->wq, c->q, &L->wk, c->kv_k, &L->wv, c->kv_v,
                                fast ? &epi : NULL)))
             break;
@@ -657,12 +700,19 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         if (atomic_load(&job.failed))
             return err_set(err, KVIK_ERR_INVALID_ARG, "model: cache is missing positions of a sequence");
         prof_mark(c, prof, &t_mark, MODEL_PHASE_ATTN);
+        if (c->obs) observe(c, l, "attn_output.weight", c->attn, n, L->wo.cols);
         if ((st = block_out(c, &L->wo, c->attn, n, L->post_attn_norm))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_WO);
+        if (c->obs) {
+            static const char *const gate_up[] = {"ffn_gate.weight", "ffn_up.weight"};
+            static const char *const up_fused[] = {"ffn_up.weight"};
+            if (m->arch->fused_gate_up) observe_normed(c, l, n, L->ffn_norm, up_fused, 1);
+            else observe_normed(c, l, n, L->ffn_norm, gate_up, 2);
+        }
         if ((st = matmul3_norm(c, n, L->ffn_norm, &L->w_gate, c->gate, &L->w_up, c->up, NULL, NULL, NULL))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GATE_UP);
         prof_mark(c, prof, &t_mark, MODEL_PHASE_GLU); /* now part of the down product */
-        if ((st = ffn_out(c, L, n))) break;
+        if ((st = ffn_out(c, L, l, n))) break;
         prof_mark(c, prof, &t_mark, MODEL_PHASE_DOWN);
     }
     if (st) return err_set(err, st, "model: matrix product failed (%s)", kvik_status_string(st));
@@ -671,6 +721,7 @@ kvik_status model_forward(struct model_ctx *c, struct kv_cache *kv, const struct
         tensor_rmsnorm(c->xn + (size_t)i * hp->n_embd, c->x + (size_t)c->rows[i] * hp->n_embd, m->output_norm, hp->n_embd,
                 hp->rms_eps);
     const struct tensor_matrix *wout = &m->output;
+    if (c->obs) observe(c, -1, hp->tied_output ? "token_embd.weight" : "output.weight", c->xn, n_out, hp->n_embd);
     int64_t out_stride = m->output.rows;
     struct tensor_matmul_opts o = {.argmax = b->argmax};
     st = tensor_matmul_opt(c->pool, c->k, 1, &wout, c->xn, hp->n_embd, &out, &out_stride, n_out, c->scratch, &o);

@@ -129,6 +129,26 @@ struct model_batch {
 kvik_status model_forward(struct model_ctx *ctx, struct kv_cache *kv, const struct model_batch *b,
                           float *out, struct kvik_err *err);
 
+/* ---- observer ----------------------------------------------------------- */
+
+/*
+ * An observer of the weight products: fn(arg, weight, x, n_tok, cols) is
+ * called with each product's input as it enters it, in F32 (after the
+ * norm, after the gating; before any quantization): rows x[n_tok][cols],
+ * row after row, and the GGUF name of the weight tensor
+ * ("blk.0.attn_q.weight"; the output product's "output.weight", or
+ * "token_embd.weight" where the output is tied). Calls come on the thread
+ * that runs model_forward, in the order of the pass, once per tensor: Q,
+ * K and V are three calls with the same rows, a fused attn_qkv (or
+ * gate/up ffn_up) one. The output product sees only the marked rows. x is
+ * valid for the call only.
+ */
+typedef void (*model_observe_fn)(void *arg, const char *weight, const float *x, int n_tok, int64_t cols);
+
+/* From now on every forward pass of ctx reports to fn (NULL: none, the
+ * default; the pass then runs as it would without this call). */
+void model_ctx_observe(struct model_ctx *ctx, model_observe_fn fn, void *arg);
+
 /* ---- profile ------------------------------------------------------------ */
 
 /* The forward pass's phases, in order: embeddings and planning; the norm
