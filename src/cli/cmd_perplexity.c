@@ -70,29 +70,6 @@ static enum cli_flag opt_flag(void *user, const char *a, const char *v) {
     return ok ? CLI_FLAG_OK : CLI_FLAG_BAD_VALUE;
 }
 
-/* The text's tokens as llama-perplexity makes them; NULL after err. */
-static int32_t *tokenize_text(const struct tokenizer *tok, const char *path, int64_t *n, struct kvik_err *err) {
-    size_t len;
-    char *text = cli_read_file(path, &len);
-    if (!text) {
-        err_set(err, KVIK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (len && text[len - 1] == '\n') len--;
-    int32_t *ids = NULL;
-    int64_t k = tokenizer_encode(tok, text, len, true, false, NULL, 0);
-    if (k >= 0 && (ids = malloc(sizeof(int32_t) * (size_t)(k ? k : 1))))
-        k = tokenizer_encode(tok, text, len, true, false, ids, k);
-    free(text);
-    if (k < 0 || !ids) {
-        free(ids);
-        err_set(err, k < 0 ? (kvik_status)k : KVIK_ERR_NOMEM, "cannot tokenize %s", path);
-        return NULL;
-    }
-    *n = k;
-    return ids;
-}
-
 static const char *kv_name(int type) {
     return type == TENSOR_TYPE_F16 ? "f16" : type == TENSOR_TYPE_Q8_0 ? "q8_0" : "f32";
 }
@@ -196,7 +173,7 @@ int cmd_perplexity(int argc, char **argv) {
         n_ctx = base.n_ctx;
     }
     int64_t n_tokens = 0;
-    if (o.text && !(tokens = tokenize_text(tok, o.text, &n_tokens, &err))) goto fail;
+    if (o.text && !(tokens = ppl_tokenize_file(tok, o.text, &n_tokens, &err))) goto fail;
     int n_chunk;
     if (o.base_in) {
         /* the base's tokens, and the text's must be the same */

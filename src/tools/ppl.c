@@ -26,7 +26,34 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "tokenizer/tokenizer.h"
 #include "tools/ppl.h"
+
+/* ---- the text ------------------------------------------------------------- */
+
+int32_t *ppl_tokenize_file(const struct tokenizer *tok, const char *path, int64_t *n, struct kvik_err *err) {
+    struct mapped_file f;
+    if (file_map(&f, path, err)) {
+        struct kvik_err e2 = *err;
+        err_set(err, KVIK_ERR_IO, "cannot read %s", e2.msg);
+        return NULL;
+    }
+    const char *text = f.data ? (const char *)f.data : "";
+    size_t len = f.size;
+    if (len && text[len - 1] == '\n') len--;
+    int32_t *ids = NULL;
+    int64_t k = tokenizer_encode(tok, text, len, true, false, NULL, 0);
+    if (k >= 0 && (ids = malloc(sizeof(int32_t) * (size_t)(k ? k : 1))))
+        k = tokenizer_encode(tok, text, len, true, false, ids, k);
+    file_unmap(&f);
+    if (k < 0 || !ids) {
+        free(ids);
+        err_set(err, k < 0 ? (kvik_status)k : KVIK_ERR_NOMEM, "cannot tokenize %s", path);
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}
 
 /* ---- one row ---------------------------------------------------------------- */
 

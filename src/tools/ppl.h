@@ -34,6 +34,15 @@ enum {
     PPL_BASE_HEADER = 32, /* bytes before the tokens */
 };
 
+struct tokenizer;
+
+/* The text of the file at path as llama-perplexity and llama-imatrix
+ * tokenize -f: one trailing newline dropped, BOS in front where the
+ * vocabulary adds it, special-token text as plain text. Returns the ids
+ * (malloc'd, *n of them), or NULL after err (KVIK_ERR_IO, KVIK_ERR_NOMEM,
+ * the tokenizer's status). */
+int32_t *ppl_tokenize_file(const struct tokenizer *tok, const char *path, int64_t *n, struct kvik_err *err);
+
 /* The first scored position of a chunk, and the tokens scored per chunk. */
 static inline int ppl_first(int n_ctx) { return n_ctx / 2; }
 static inline int ppl_n_scored(int n_ctx) { return n_ctx - 1 - n_ctx / 2; }
