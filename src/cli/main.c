@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  chat [-m MODEL]             chat on stdin/stdout, one message a line (kvik chat --help)\n"
             "  info FILE [--json]          print a GGUF file's metadata and tensors\n"
             "  perplexity [-m MODEL] -f TEXT  perplexity and KL divergence (kvik perplexity --help)\n"
+            "  imatrix [-m MODEL] -f TEXT  importance matrix for the quantizer (kvik imatrix --help)\n"
             "  eval [-m MODEL] --tasks F   the task regression gate (kvik eval --help)\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench engine [-m MODEL]     serving-engine throughput at batch 1, 8, 32\n"
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(cmd, "imatrix")) return cmd_imatrix(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
