@@ -445,6 +445,7 @@ static kvik_status matmul3_norm(struct model_ctx *c, int n, const float *norm, c
     o.norm_w = NULL;
     st = tensor_matmul_opt(c->pool, c->k, count, w, c->xn, w0->cols, y, ys, n, c->scratch, &o);
     if (st != KVIK_ERR_INVALID_ARG) return st;
+    st = KVIK_OK; /* types that share no quantization: one product each */
     for (int i = 0; i < count && !st; i++) {
         if (epi) epi->mat0 = i;
         st = tensor_matmul_opt(c->pool, c->k, 1, &w[i], c->xn, w0->cols, &y[i], &ys[i], n, c->scratch, &o);
