@@ -408,6 +408,33 @@ TEST(quantize_cli_errors) {
     }
 }
 
+/* A file type by llama.cpp's numeric id is the same as by its name; the
+ * aliases Q3_K, Q4_K and Q5_K are the _M mixes. */
+TEST(quantize_type_names) {
+    const char *canon = NULL;
+    CHECK(quant_ftype_parse("15", &canon) == QUANT_FTYPE_Q4_K_M && canon && !strcmp(canon, "Q4_K_M"));
+    CHECK(quant_ftype_parse("q4_k_m", NULL) == QUANT_FTYPE_Q4_K_M);
+    CHECK(quant_ftype_parse("Q4_K", &canon) == QUANT_FTYPE_Q4_K_M && !strcmp(canon, "Q4_K_M"));
+    CHECK(quant_ftype_parse("Q3_K", NULL) == QUANT_FTYPE_Q3_K_M && quant_ftype_parse("q5_k", NULL) == QUANT_FTYPE_Q5_K_M);
+    CHECK(quant_ftype_parse("0", NULL) == QUANT_FTYPE_F32 && quant_ftype_parse("32", NULL) == QUANT_FTYPE_BF16);
+    CHECK(quant_ftype_parse("21", NULL) == QUANT_FTYPE_Q2_K_S && quant_ftype_parse("7", NULL) == QUANT_FTYPE_Q8_0);
+    CHECK(quant_ftype_parse("4", NULL) == -1 && quant_ftype_parse("IQ4_NL", NULL) == -1);
+    CHECK(quant_ftype_parse("", NULL) == -1 && quant_ftype_parse("15x", NULL) == -1 && quant_ftype_parse(NULL, NULL) == -1);
+    CHECK(quant_ftype_default_type(QUANT_FTYPE_Q3_K_L) == TENSOR_TYPE_Q3_K);
+    CHECK(quant_ftype_default_type(QUANT_FTYPE_Q2_K_S) == TENSOR_TYPE_Q2_K && quant_ftype_default_type(4) == -1);
+    json_t *golden = fixture();
+    if (!golden) return;
+    char in[4096], cmd[8400];
+    static char by_name[sizeof g_out];
+    if (!input_path("quant-llama3", in, sizeof in)) return;
+    snprintf(cmd, sizeof cmd, "quantize --dry-run '%s' Q4_K_M", in);
+    REQUIRE(test_run_kvik(cmd, g_out, sizeof g_out, g_err, sizeof g_err) == 0);
+    memcpy(by_name, g_out, sizeof g_out);
+    snprintf(cmd, sizeof cmd, "quantize --dry-run '%s' 15", in);
+    REQUIRE(test_run_kvik(cmd, g_out, sizeof g_out, g_err, sizeof g_err) == 0);
+    CHECK(!strcmp(by_name, g_out) && strstr(g_out, "blk.0.attn_v.weight Q6_K"));
+}
+
 /* A metadata string of a file, or "" (copied into buf). */
 static const char *meta_str(const struct gguf *g, const char *key, char *buf, size_t len) {
     struct gguf_str s;

@@ -6,13 +6,15 @@
  * finite and quantized by tensor_quantize_rows, the slab's rows split
  * evenly over the thread pool. Each thread converts its rows in small
  * batches through its own buffer, so memory stays a few MB per thread plus
- * the writer's slab, whatever the model's size.
+ * the writer's slab, whatever the model's size; the input pages of each
+ * slab are released from the process once it is written.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +48,7 @@ struct job {
     const struct gguf_tensor *t;
     int type;             /* output type */
     bool convert;
+    bool fallback;        /* the mix's 256-weight type did not fit the rows */
     const float *imatrix; /* [ne[2]][ne[0]] importance weights, or NULL */
     size_t row_in, row_out;
 };
@@ -126,9 +129,9 @@ static void show_line(const struct job *j) {
     double in_mib = (double)(j->row_in * (size_t)n_rows) / 1048576.0;
     double out_mib = (double)(j->row_out * (size_t)n_rows) / 1048576.0;
     if (j->convert)
-        fprintf(stderr, "[%4lld/%4lld] %-36s [%s] %s -> %s%s, %.2f -> %.2f MiB\n", (long long)run->done_tensors,
+        fprintf(stderr, "[%4lld/%4lld] %-36s [%s] %s -> %s%s%s, %.2f -> %.2f MiB\n", (long long)run->done_tensors,
                 (long long)run->n_tensors, t->name, shape, tensor_type_name(t->type), tensor_type_name(j->type),
-                j->imatrix ? " (imatrix)" : "", in_mib, out_mib);
+                j->fallback ? " (fallback)" : "", j->imatrix ? " (imatrix)" : "", in_mib, out_mib);
     else
         fprintf(stderr, "[%4lld/%4lld] %-36s [%s] %s, %.2f MiB kept\n", (long long)run->done_tensors,
                 (long long)run->n_tensors, t->name, shape, tensor_type_name(t->type), in_mib);
@@ -149,6 +152,10 @@ static kvik_status job_fill(void *user, void *dst, int64_t row0, int64_t n_rows,
             return err_set(err, KVIK_ERR_UNSUPPORTED, "tensor %s: the row quantizer cannot make %s", t->name,
                            tensor_type_name(j->type));
     }
+    /* the input pages of these rows leave the process (they stay in the page cache) */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)t->data + (uintptr_t)row0 * j->row_in;
+    uintptr_t lo = start & ~(page - 1), hi = (start + (uintptr_t)n_rows * j->row_in) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     if (row0 + n_rows == t->n_elems / t->ne[0]) {
         j->run->done_tensors++;
         j->run->bytes_in += t->n_bytes;
@@ -270,7 +277,7 @@ kvik_status quant_file(const char *in_path, const char *out_path, const struct q
         const struct quant_plan_tensor *pt = &plan.tensors[k];
         const struct gguf_tensor *t = gguf_tensor(g, pt->index);
         struct job *j = &jobs[k];
-        *j = (struct job){.run = &run, .t = t, .type = pt->type, .convert = pt->convert};
+        *j = (struct job){.run = &run, .t = t, .type = pt->type, .convert = pt->convert, .fallback = pt->fallback};
         j->row_in = tensor_row_size(t->type, t->ne[0]);
         j->row_out = tensor_row_size(pt->type, t->ne[0]);
         if (!pt->convert) continue;
