@@ -127,12 +127,16 @@ def main():
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("failed: %s\n%s" % (" ".join(cmd), r.stderr[-2000:]))
-        tensors, _ = quant_gguf.tensors(out)
+        tensors, meta = quant_gguf.tensors(out)
         order = [name for name, _, _ in tensors]
         if names.setdefault(inp, order) != order:
             sys.exit("tensor order of %s changed between cases" % inp)
-        cases.append({"input": inp, "type": typ, "args": args,
-                      "tensors": ["%s %s" % (t, h[:16]) for _, t, h in tensors]})
+        case = {"input": inp, "type": typ, "args": args,
+                "tensors": ["%s %s" % (t, h[:16]) for _, t, h in tensors]}
+        if inp == "quant-llama3" and typ == "Q4_K_M" and args in ([], ["--imatrix", IM]):
+            # the metadata: every key, with its value where it is a number or a string
+            case["meta"] = {k: v for k, v in meta.items() if k != "quantize.imatrix.file"}
+        cases.append(case)
         print("%-14s %-7s %-40s %d tensors" % (inp, typ, " ".join(args), len(tensors)), file=sys.stderr)
         if inp == "quant-llama3" and typ == "Q4_K_M" and not args:
             b = subprocess.run([bench, "-m", out, "-p", "16", "-n", "4", "-r", "1", "-t", "2"],

@@ -231,6 +231,36 @@ static void golden_tensor(json_t *c, size_t k, char *type, size_t tlen, const ch
 
 static char g_out[1 << 16], g_err[1 << 14];
 
+/* The output's metadata against llama-quantize's: the same keys (but
+ * quantize.imatrix.file, a path), the same numbers and strings. */
+static void check_meta(const struct gguf *g, json_t *meta, const char *what) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const char *key = gguf_key(g, i);
+        if (!strcmp(key, "quantize.imatrix.file")) continue;
+        n++;
+        json_t *want = json_object_get(meta, key);
+        if (!want) {
+            test_fail(__FILE__, __LINE__, "%s: key %s, which llama-quantize does not write", what, key);
+            continue;
+        }
+        const struct gguf_value *v = gguf_kv_value(g, i);
+        int64_t iv;
+        double dv;
+        bool ok = true;
+        if (json_is_null(want)) ok = v->type == GGUF_TYPE_ARRAY;
+        else if (json_is_boolean(want)) ok = v->type == GGUF_TYPE_BOOL && (*v->p != 0) == json_is_true(want);
+        else if (json_is_integer(want)) ok = gguf_value_to_i64(v, &iv) && iv == json_integer_value(want);
+        else if (json_is_real(want)) ok = gguf_value_to_f64(v, &dv) && dv == json_real_value(want);
+        else if (json_is_string(want))
+            ok = v->type == GGUF_TYPE_STRING && v->n == strlen(json_string_value(want)) &&
+                 !memcmp(v->p, json_string_value(want), v->n);
+        CHECK_MSG(ok, "%s: key %s differs from llama-quantize's", what, key);
+    }
+    CHECK_MSG(n == (int64_t)json_object_size(meta), "%s: %lld keys, llama-quantize %zu", what, (long long)n,
+              json_object_size(meta));
+}
+
 TEST(quantize_golden_types) {
     json_t *golden = fixture();
     if (!golden) return;
@@ -311,6 +341,12 @@ TEST(quantize_golden_bytes) {
         if (gguf_open(out, &g, &err)) {
             test_fail(__FILE__, __LINE__, "%s %s: output: %s", key, type, err.msg);
             continue;
+        }
+        json_t *meta = json_object_get(c, "meta");
+        if (meta) {
+            char what[256];
+            snprintf(what, sizeof what, "%s %s%s metadata", key, type, im ? " imatrix" : "");
+            check_meta(g, meta, what);
         }
         json_t *names = json_object_get(json_object_get(json_object_get(golden, "inputs"), key), "tensors");
         int bad = 0;
