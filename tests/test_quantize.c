@@ -419,15 +419,29 @@ TEST(quantize_cli_errors) {
         {"quantize --imatrix /nonexistent.dat IN OUT Q4_K_M", 1, "nonexistent"},
         {"quantize IN IN Q4_0", 1, "same file"},
         {"quantize --token-embedding-type q4_K IN-QWEN OUT Q8_0", 1, "do not fit"},
+        {"quantize NOARCH OUT Q4_0", 1, "general.architecture"},
+        {"quantize TRUNC OUT Q4_0", 1, "trunc.gguf"},
     };
-    char qwen[4096];
+    char qwen[4096], noarch[4200], trunc[4200];
     if (!input_path("quant-qwen2", qwen, sizeof qwen)) return;
+    /* a well-formed GGUF without general.architecture, and a truncated one */
+    snprintf(noarch, sizeof noarch, "%s/noarch.gguf", g_dir);
+    snprintf(trunc, sizeof trunc, "%s/trunc.gguf", g_dir);
+    struct gguf_writer *w = gguf_writer_new();
+    int64_t ne[2] = {32, 4};
+    REQUIRE(w && gguf_writer_add_tensor(w, "blk.0.attn_q.weight", TENSOR_TYPE_F32, 2, ne, NULL) == KVIK_OK &&
+            gguf_writer_write_file(w, noarch, NULL) == KVIK_OK);
+    gguf_writer_free(w);
+    FILE *f = fopen(trunc, "wb");
+    REQUIRE(f && fwrite("GGUF\3\0\0\0\1", 1, 9, f) == 9 && fclose(f) == 0);
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++) {
         /* IN, IN-QWEN and OUT stand for the paths */
         char args[1024];
         size_t n = 0;
         for (const char *p = k_cases[i].args; *p && n + 4300 < sizeof cmd;) {
             if (!strncmp(p, "IN-QWEN", 7)) n += (size_t)snprintf(cmd + n, sizeof cmd - n, "'%s'", qwen), p += 7;
+            else if (!strncmp(p, "NOARCH", 6)) n += (size_t)snprintf(cmd + n, sizeof cmd - n, "'%s'", noarch), p += 6;
+            else if (!strncmp(p, "TRUNC", 5)) n += (size_t)snprintf(cmd + n, sizeof cmd - n, "'%s'", trunc), p += 5;
             else if (!strncmp(p, "IN", 2)) n += (size_t)snprintf(cmd + n, sizeof cmd - n, "'%s'", in), p += 2;
             else if (!strncmp(p, "OUT", 3)) n += (size_t)snprintf(cmd + n, sizeof cmd - n, "'%s'", out), p += 3;
             else cmd[n++] = *p++;

@@ -247,7 +247,14 @@ kvik_status quant_file(const char *in_path, const char *out_path, const struct q
         st = err_set(err, KVIK_ERR_INVALID_ARG, "input and output are the same file: %s", in_path);
         goto done;
     }
-    if ((st = gguf_open(in_path, &g, err))) goto done;
+    if ((st = gguf_open(in_path, &g, err))) {
+        if (err && !strstr(err->msg, in_path)) { /* name the file */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            err_set(err, st, "%s: %s", in_path, msg);
+        }
+        goto done;
+    }
     if ((st = quant_plan_make(g, p, &plan, err))) goto done;
     if (p->imatrix_path) {
         if ((st = imatrix_load(p->imatrix_path, &im, err))) goto done;
