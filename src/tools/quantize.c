@@ -3,11 +3,11 @@
  * metadata is copied, then each tensor's bytes are produced when the GGUF
  * writer asks for them, a slab of rows at a time: rows are read through
  * the input's map, dequantized where they are not F32, checked to be
- * finite and quantized by tensor_quantize_rows, the slab's rows split
- * evenly over the thread pool. Each thread converts its rows in small
- * batches through its own buffer, so memory stays a few MB per thread plus
- * the writer's slab, whatever the model's size; the input pages of each
- * slab are released from the process once it is written.
+ * finite and quantized by tensor_quantize_rows. The thread pool's threads
+ * take a slab's rows in small batches from a shared counter, each through
+ * its own buffer, so memory stays a few MB per thread plus the writer's
+ * slab, whatever the model's size; the input pages of each slab are
+ * released from the process once it is written.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -60,6 +60,7 @@ struct slab {
     int64_t row0, n_rows;
     _Atomic int failed;   /* 0; 1: a non-finite value; 2: the row quantizer refused */
     _Atomic int64_t bad_row;
+    _Atomic int64_t next; /* rows of the slab handed out so far */
 };
 
 static bool row_finite(const float *x, int64_t n) {
@@ -72,49 +73,62 @@ static bool row_finite(const float *x, int64_t n) {
     return !bad;
 }
 
-static void slab_work(void *arg, int ith, int nth) {
-    struct slab *sl = arg;
+/* Converts rows [r, r + b) of one matrix; false (sl->failed set) on a
+ * non-finite value or a refusal of the row quantizer. */
+static bool convert_rows(struct slab *sl, float *buf, int64_t r, int64_t b) {
     const struct job *j = sl->job;
     const struct gguf_tensor *t = j->t;
-    const int64_t ne0 = t->ne[0], rows_per_mat = t->ne[1];
-    const struct type_traits *in = tensor_type_traits(t->type);
-    int64_t r0 = sl->row0 + sl->n_rows * ith / nth, r1 = sl->row0 + sl->n_rows * (ith + 1) / nth;
-    int64_t batch = BATCH_FLOATS / ne0 > 0 ? BATCH_FLOATS / ne0 : 1;
-    float *buf = j->run->scratch[ith];
-    for (int64_t r = r0; r < r1 && !atomic_load_explicit(&sl->failed, memory_order_relaxed);) {
-        int64_t mat = r / rows_per_mat;
-        int64_t b = r1 - r;
-        if (b > batch) b = batch;
-        if (b > (mat + 1) * rows_per_mat - r) b = (mat + 1) * rows_per_mat - r; /* one matrix's imatrix at a time */
-        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * j->row_in;
-        uint8_t *dst = sl->dst + (size_t)(r - sl->row0) * j->row_out;
-        const float *f;
-        if (t->type == TENSOR_TYPE_F32) {
-            f = (const float *)src;
-        } else if (j->type == TENSOR_TYPE_F32) {
-            in->to_float(src, (float *)dst, b * ne0); /* straight into the output */
-            f = (const float *)dst;
-        } else {
-            in->to_float(src, buf, b * ne0);
-            f = buf;
-        }
-        if (!row_finite(f, b * ne0)) {
-            for (int64_t k = 0; k < b; k++)
-                if (!row_finite(f + k * ne0, ne0)) {
-                    atomic_store(&sl->bad_row, r + k);
-                    break;
-                }
-            atomic_store(&sl->failed, 1);
-            return;
-        }
-        if (j->type != TENSOR_TYPE_F32 || t->type == TENSOR_TYPE_F32) {
-            const float *w = j->imatrix ? j->imatrix + mat * ne0 : NULL;
-            if (tensor_quantize_rows(j->type, f, dst, b, ne0, w) == 0) {
-                atomic_store(&sl->failed, 2);
-                return;
+    const int64_t ne0 = t->ne[0];
+    const uint8_t *src = (const uint8_t *)t->data + (size_t)r * j->row_in;
+    uint8_t *dst = sl->dst + (size_t)(r - sl->row0) * j->row_out;
+    const float *f;
+    if (t->type == TENSOR_TYPE_F32) {
+        f = (const float *)src;
+    } else if (j->type == TENSOR_TYPE_F32) {
+        tensor_type_traits(t->type)->to_float(src, (float *)dst, b * ne0); /* straight into the output */
+        f = (const float *)dst;
+    } else {
+        tensor_type_traits(t->type)->to_float(src, buf, b * ne0);
+        f = buf;
+    }
+    if (!row_finite(f, b * ne0)) {
+        for (int64_t k = 0; k < b; k++)
+            if (!row_finite(f + k * ne0, ne0)) {
+                atomic_store(&sl->bad_row, r + k);
+                break;
             }
+        atomic_store(&sl->failed, 1);
+        return false;
+    }
+    if (j->type != TENSOR_TYPE_F32 || t->type == TENSOR_TYPE_F32) {
+        const float *w = j->imatrix ? j->imatrix + (r / t->ne[1]) * ne0 : NULL;
+        if (tensor_quantize_rows(j->type, f, dst, b, ne0, w) == 0) {
+            atomic_store(&sl->failed, 2);
+            return false;
         }
-        r += b;
+    }
+    return true;
+}
+
+/* One thread's share of a slab: batches of rows taken in turn from a shared
+ * counter, so a thread that falls behind takes fewer. */
+static void slab_work(void *arg, int ith, int nth) {
+    (void)nth;
+    struct slab *sl = arg;
+    const struct gguf_tensor *t = sl->job->t;
+    const int64_t rows_per_mat = t->ne[1], end = sl->row0 + sl->n_rows;
+    const int64_t batch = BATCH_FLOATS / t->ne[0] > 0 ? BATCH_FLOATS / t->ne[0] : 1;
+    float *buf = sl->job->run->scratch[ith];
+    while (!atomic_load_explicit(&sl->failed, memory_order_relaxed)) {
+        int64_t r = sl->row0 + atomic_fetch_add(&sl->next, batch);
+        if (r >= end) return;
+        int64_t stop = r + batch < end ? r + batch : end;
+        while (r < stop) { /* one matrix (one imatrix row) at a time */
+            int64_t mat_end = (r / rows_per_mat + 1) * rows_per_mat;
+            int64_t b = (stop < mat_end ? stop : mat_end) - r;
+            if (!convert_rows(sl, buf, r, b)) return;
+            r += b;
+        }
     }
 }
 
