@@ -26,6 +26,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  perplexity [-m MODEL] -f TEXT  perplexity and KL divergence (kvik perplexity --help)\n"
             "  imatrix [-m MODEL] -f TEXT  importance matrix for the quantizer (kvik imatrix --help)\n"
             "  eval [-m MODEL] --tasks F   the task regression gate (kvik eval --help)\n"
+            "  quantize IN OUT TYPE        convert a GGUF's weights to another type (kvik quantize --help)\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench engine [-m MODEL]     serving-engine throughput at batch 1, 8, 32\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "imatrix")) return cmd_imatrix(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);

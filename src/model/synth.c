@@ -95,6 +95,22 @@ static const struct synth_shape k_shapes[] = {
      .n_ff = 256, .n_head = 4, .n_head_kv = 2, .n_vocab = 49152, .n_ctx = 16384, .rope_base = 10000.0f,
      .sliding_window = 2047, .rms_eps = 1e-5f, .longrope = {.orig_ctx = 256, .attn_factor = 1.3228756555f},
      .note = "longrope for an original context of 256 (llama.cpp's smallest context per sequence), not 4096"},
+    /* Shapes for the quantizer's tests: a small vocabulary; quant-llama3 has 16
+     * layers (every "more bits" layer pattern of the mixes), 256-wide rows and
+     * GQA 4; quant-qwen2 rows of 384 (not a multiple of 256) and an FFN of
+     * 1000 (not a multiple of 32). */
+    {.name = "quant-llama3", .model = "test (quantizer, llama 3)", .family = LLAMA, .n_layer = 16, .n_embd = 256,
+     .n_ff = 512, .n_head = 8, .n_head_kv = 2, .n_vocab = 1024, .n_ctx = 8192, .rope_base = 500000.0f,
+     .rms_eps = 1e-5f},
+    {.name = "quant-qwen2", .model = "test (quantizer, qwen2)", .family = QWEN2, .n_layer = 4, .n_embd = 384,
+     .n_ff = 1000, .n_head = 6, .n_head_kv = 3, .n_vocab = 1024, .n_ctx = 32768, .rope_base = 1000000.0f,
+     .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "quant-gemma3", .model = "test (quantizer, gemma3)", .family = GEMMA3, .n_layer = 6, .n_embd = 256,
+     .n_ff = 512, .n_head = 4, .n_head_kv = 1, .head_dim = 64, .n_vocab = 1024, .n_ctx = 32768,
+     .rope_base = 1000000.0f, .rope_base_swa = 10000.0f, .sliding_window = 16, .rms_eps = 1e-6f, .tied_output = true},
+    {.name = "quant-phi3", .model = "test (quantizer, phi3)", .family = PHI3, .n_layer = 4, .n_embd = 256,
+     .n_ff = 512, .n_head = 8, .n_head_kv = 8, .n_vocab = 1024, .n_ctx = 4096, .rope_base = 10000.0f,
+     .sliding_window = 2047, .rms_eps = 1e-5f},
 };
 #undef LLAMA
 #undef QWEN2
