@@ -18,6 +18,34 @@
 
 static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/*
+ * clamp_int(quant_trunc_int(v), 0, hi), written with float selects only
+ * so the compiler can vectorize the loops that call it: below 0, NaN and
+ * from 2^31 up (where the truncation gives INT32_MIN) it is 0, otherwise
+ * trunc(min(v, hi)).
+ */
+static inline int trunc_to_grid(float v, int hi) {
+    float c = v < (float)hi ? v : (float)hi;
+    c = v >= 0.0f && v < 2147483648.0f ? c : 0.0f;
+    return (int)c;
+}
+
+/*
+ * clamp_int(quant_trunc_int(roundf(v)), -128, 127) without the libm call:
+ * v is capped to [-128, 127], truncated (exact), and the exact remainder
+ * decides the rounding, halves away from zero. NaN and |v| >= 2^31, where
+ * the truncation gives INT32_MIN, give -128.
+ */
+static inline int round_to_q8(float v) {
+    const float c = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+    const int in_range = v > -2147483648.0f && v < 2147483648.0f;
+    const float cc = in_range ? c : 0.0f;
+    int t = (int)cc;
+    const float f = cc - (float)t;
+    t += (f >= 0.5f) - (f <= -0.5f);
+    return in_range ? t : -128;
+}
+
 /* The 5th bits of a Q5 block: bit i belongs to weight i. */
 static inline uint32_t q5_high_bits(const uint8_t qh[4]) {
     return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
@@ -99,26 +127,48 @@ void dequantize_row_q8_1(const void *restrict vx, float *restrict y, int64_t n) 
 
 /* ---- quantization ------------------------------------------------------ */
 
-/* The weight of largest magnitude, with its sign; the first one on ties. */
+/*
+ * The weight of largest magnitude, with its sign; the first one on ties;
+ * 0 when all are zero. NaN weights are passed over. The largest magnitude
+ * does not depend on the order it is searched in, so it is taken over 8
+ * interleaved lanes the compiler can vectorize, then the first weight of
+ * that magnitude is looked up. n is a multiple of 8.
+ */
 static float signed_absmax(const float *x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
+    float lane[8] = {0};
+    for (int j = 0; j < n; j += 8)
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            lane[k] = lane[k] < a ? a : lane[k];
         }
-    }
-    return max;
+    float amax = 0.0f;
+    for (int k = 0; k < 8; k++) amax = amax < lane[k] ? lane[k] : amax;
+    if (amax == 0.0f) return 0.0f;
+    int j = 0;
+    while (fabsf(x[j]) != amax) j++;
+    return x[j];
 }
 
+/* The smallest and largest weight (FLT_MAX / -FLT_MAX if all are NaN), over
+ * 8 lanes as signed_absmax; n is a multiple of 8. */
 static void min_max(const float *x, int n, float *min, float *max) {
-    float lo = FLT_MAX, hi = -FLT_MAX;
-    for (int j = 0; j < n; j++) {
-        if (x[j] < lo) lo = x[j];
-        if (x[j] > hi) hi = x[j];
+    float lo[8], hi[8];
+    for (int k = 0; k < 8; k++) {
+        lo[k] = FLT_MAX;
+        hi[k] = -FLT_MAX;
     }
-    *min = lo;
-    *max = hi;
+    for (int j = 0; j < n; j += 8)
+        for (int k = 0; k < 8; k++) {
+            lo[k] = x[j + k] < lo[k] ? x[j + k] : lo[k];
+            hi[k] = x[j + k] > hi[k] ? x[j + k] : hi[k];
+        }
+    float l = FLT_MAX, h = -FLT_MAX;
+    for (int k = 0; k < 8; k++) {
+        l = lo[k] < l ? lo[k] : l;
+        h = hi[k] > h ? hi[k] : h;
+    }
+    *min = l;
+    *max = h;
 }
 
 /*
@@ -133,8 +183,8 @@ void quantize_row_q4_0_ref(const float *restrict x, void *restrict vy, int64_t n
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
         for (int j = 0; j < QK / 2; j++) {
-            const int q0 = clamp_int(quant_trunc_int(x[j] * id + 8.5f), 0, 15);
-            const int q1 = clamp_int(quant_trunc_int(x[j + QK / 2] * id + 8.5f), 0, 15);
+            const int q0 = trunc_to_grid(x[j] * id + 8.5f, 15);
+            const int q1 = trunc_to_grid(x[j + QK / 2] * id + 8.5f, 15);
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -148,8 +198,8 @@ void quantize_row_q5_0_ref(const float *restrict x, void *restrict vy, int64_t n
         y[i].d = fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < QK / 2; j++) {
-            const int q0 = clamp_int(quant_trunc_int(x[j] * id + 16.5f), 0, 31);
-            const int q1 = clamp_int(quant_trunc_int(x[j + QK / 2] * id + 16.5f), 0, 31);
+            const int q0 = trunc_to_grid(x[j] * id + 16.5f, 31);
+            const int q1 = trunc_to_grid(x[j + QK / 2] * id + 16.5f, 31);
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + QK / 2);
@@ -172,8 +222,8 @@ void quantize_row_q4_1_ref(const float *restrict x, void *restrict vy, int64_t n
         y[i].d = fp32_to_fp16(d);
         y[i].m = fp32_to_fp16(min);
         for (int j = 0; j < QK / 2; j++) {
-            const int q0 = clamp_int(quant_trunc_int((x[j] - min) * id + 0.5f), 0, 15);
-            const int q1 = clamp_int(quant_trunc_int((x[j + QK / 2] - min) * id + 0.5f), 0, 15);
+            const int q0 = trunc_to_grid((x[j] - min) * id + 0.5f, 15);
+            const int q1 = trunc_to_grid((x[j + QK / 2] - min) * id + 0.5f, 15);
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
     }
@@ -190,8 +240,8 @@ void quantize_row_q5_1_ref(const float *restrict x, void *restrict vy, int64_t n
         y[i].m = fp32_to_fp16(min);
         uint32_t qh = 0;
         for (int j = 0; j < QK / 2; j++) {
-            const int q0 = clamp_int(quant_trunc_int((x[j] - min) * id + 0.5f), 0, 31);
-            const int q1 = clamp_int(quant_trunc_int((x[j + QK / 2] - min) * id + 0.5f), 0, 31);
+            const int q0 = trunc_to_grid((x[j] - min) * id + 0.5f, 31);
+            const int q1 = trunc_to_grid((x[j + QK / 2] - min) * id + 0.5f, 31);
             y[i].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + QK / 2);
@@ -206,16 +256,30 @@ void quantize_row_q5_1_ref(const float *restrict x, void *restrict vy, int64_t n
  * makes the whole block NaN-scaled rather than being skipped.
  */
 static float q8_block(const float *x, int8_t *qs, float *d_out) {
+    /* without NaN the result is the largest magnitude whatever the order,
+     * so it is taken over 8 lanes; with one, in the reference's order */
+    float lane[8] = {0};
+    int nan = 0;
+    for (int j = 0; j < QK; j += 8)
+        for (int k = 0; k < 8; k++) {
+            const float a = fabsf(x[j + k]);
+            lane[k] = lane[k] > a ? lane[k] : a;
+            nan |= a != a;
+        }
     float amax = 0.0f;
-    for (int j = 0; j < QK; j++) {
-        const float a = fabsf(x[j]);
-        amax = amax > a ? amax : a;
+    if (nan) {
+        for (int j = 0; j < QK; j++) {
+            const float a = fabsf(x[j]);
+            amax = amax > a ? amax : a;
+        }
+    } else {
+        for (int k = 0; k < 8; k++) amax = amax > lane[k] ? amax : lane[k];
     }
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     int sum = 0;
     for (int j = 0; j < QK; j++) {
-        const int q = clamp_int(quant_trunc_int(roundf(x[j] * id)), -128, 127);
+        const int q = round_to_q8(x[j] * id);
         qs[j] = (int8_t)q;
         sum += q;
     }

@@ -11,9 +11,17 @@
 #include "tensor/quant_ref.h"
 #include "tensor/quant_search.h"
 
-float quant_fit_scale_min(int n, int nmax, const float *restrict x, const float *restrict w,
-                          uint8_t *restrict L, float *restrict the_min, uint8_t *restrict Laux,
-                          float rmin, float rdelta, int nstep, bool use_mad) {
+/*
+ * The searches are written once as always-inlined bodies; the exported
+ * functions call them with the group sizes the quantizers use as
+ * constants, so the compiler unrolls each fixed-size loop. The arithmetic
+ * is the same at every size.
+ */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE float fit_scale_min(int n, int nmax, const float *restrict x, const float *restrict w,
+                                  uint8_t *restrict L, float *restrict the_min, uint8_t *restrict Laux,
+                                  float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -78,7 +86,7 @@ float quant_fit_scale_min(int n, int nmax, const float *restrict x, const float 
 }
 
 /* The weighted sums of one symmetric grid: sum w*x*l and sum w*l*l. */
-static inline void symmetric_sums(int n, int nmax, float iscale, const float *restrict x,
+ALWAYS_INLINE void symmetric_sums(int n, int nmax, float iscale, const float *restrict x,
                                   const float *restrict w, float *sumlx, float *suml2) {
     float slx = 0, sl2 = 0;
     for (int i = 0; i < n; i++) {
@@ -90,8 +98,8 @@ static inline void symmetric_sums(int n, int nmax, float iscale, const float *re
     *suml2 = sl2;
 }
 
-float quant_fit_symmetric(int n, int nmax, const float *restrict x, const float *restrict w,
-                          int8_t *restrict L) {
+ALWAYS_INLINE float fit_symmetric(int n, int nmax, const float *restrict x, const float *restrict w,
+                                  int8_t *restrict L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -135,7 +143,7 @@ float quant_fit_symmetric(int n, int nmax, const float *restrict x, const float 
     return scale;
 }
 
-float quant_fit_q3(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+ALWAYS_INLINE float fit_q3(int n, int nmax, const float *restrict x, int8_t *restrict L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -181,8 +189,8 @@ float quant_fit_q3(int n, int nmax, const float *restrict x, int8_t *restrict L)
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-float quant_fit_positive(int n, int nmax, const float *restrict x, uint8_t *restrict L,
-                         const float *restrict w) {
+ALWAYS_INLINE float fit_positive(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                                 const float *restrict w) {
     float max = 0;
     for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
     if (max < QUANT_GROUP_MAX_EPS) {
@@ -242,4 +250,36 @@ float quant_fit_positive(int n, int nmax, const float *restrict x, uint8_t *rest
         if (!changed) break;
     }
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* ---- the exported forms, specialized by group size ------------------------- */
+
+float quant_fit_scale_min(int n, int nmax, const float *restrict x, const float *restrict w,
+                          uint8_t *restrict L, float *restrict the_min, uint8_t *restrict Laux,
+                          float rmin, float rdelta, int nstep, bool use_mad) {
+    if (n == 32 && nmax == 15) return fit_scale_min(32, 15, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
+    if (n == 32 && nmax == 31) return fit_scale_min(32, 31, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
+    if (n == 16 && nmax == 3) return fit_scale_min(16, 3, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
+    return fit_scale_min(n, nmax, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
+}
+
+float quant_fit_symmetric(int n, int nmax, const float *restrict x, const float *restrict w,
+                          int8_t *restrict L) {
+    if (n == 16 && nmax == 32) return fit_symmetric(16, 32, x, w, L);
+    if (n == 16 && nmax == 4) return fit_symmetric(16, 4, x, w, L);
+    if (n == 32 && nmax == 8) return fit_symmetric(32, 8, x, w, L);
+    if (n == 32 && nmax == 16) return fit_symmetric(32, 16, x, w, L);
+    return fit_symmetric(n, nmax, x, w, L);
+}
+
+float quant_fit_q3(int n, int nmax, const float *restrict x, int8_t *restrict L) {
+    if (n == 16 && nmax == 4) return fit_q3(16, 4, x, L);
+    return fit_q3(n, nmax, x, L);
+}
+
+float quant_fit_positive(int n, int nmax, const float *restrict x, uint8_t *restrict L,
+                         const float *restrict w) {
+    if (n == 16 && nmax == 15) return fit_positive(16, 15, x, L, w);
+    if (n == 8 && nmax == 63) return fit_positive(8, 63, x, L, w);
+    return fit_positive(n, nmax, x, L, w);
 }
