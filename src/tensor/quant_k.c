@@ -174,12 +174,13 @@ void quant_k_finish_scale_min(const float *restrict x, int nmax, const uint8_t l
 
     /* re-round every weight onto the grid the stored scales give; a
      * sub-block whose scale is 0 keeps the quants of its fit */
+    const float d16 = fp16_to_fp32(*d_out), dmin16 = fp16_to_fp32(*dmin_out);
     for (int j = 0; j < QK_K / 32; j++) {
         uint8_t sc, m;
         k_scale_min(j, scales_out, &sc, &m);
-        const float dl = fp16_to_fp32(*d_out) * (float)sc;
+        const float dl = d16 * (float)sc;
         if (dl == 0.0f) continue;
-        const float ml = fp16_to_fp32(*dmin_out) * (float)m;
+        const float ml = dmin16 * (float)m;
         for (int l = 0; l < 32; l++)
             L[32 * j + l] = (uint8_t)quant_clamp(quant_nearest_int((x[32 * j + l] + ml) / dl), 0, nmax);
     }
@@ -214,10 +215,11 @@ void quant_k_pack_q2(const uint8_t L[QK_K], uint8_t qs[QK_K / 4]) {
 
 void quant_k_finish_q2(const float *restrict x, uint8_t L[QK_K], void *restrict y_block) {
     block_q2_K *y = y_block;
+    const float d = fp16_to_fp32(y->d), dmin = fp16_to_fp32(y->dmin);
     for (int j = 0; j < QK_K / 16; j++) {
-        const float dl = fp16_to_fp32(y->d) * (float)(y->scales[j] & 0xF);
+        const float dl = d * (float)(y->scales[j] & 0xF);
         if (dl == 0.0f) continue;
-        const float ml = fp16_to_fp32(y->dmin) * (float)(y->scales[j] >> 4);
+        const float ml = dmin * (float)(y->scales[j] >> 4);
         for (int l = 0; l < 16; l++)
             L[16 * j + l] = (uint8_t)quant_clamp(quant_nearest_int((x[16 * j + l] + ml) / dl), 0, 3);
     }
@@ -226,8 +228,9 @@ void quant_k_finish_q2(const float *restrict x, uint8_t L[QK_K], void *restrict 
 
 void quant_k_finish_q3(const float *restrict x, int8_t L[QK_K], void *restrict y_block) {
     block_q3_K *y = y_block;
+    const float d = fp16_to_fp32(y->d);
     for (int j = 0; j < QK_K / 16; j++) {
-        const float dl = fp16_to_fp32(y->d) * (float)q3_scale(y->scales, j);
+        const float dl = d * (float)q3_scale(y->scales, j);
         if (dl == 0.0f) continue;
         for (int l = 0; l < 16; l++)
             L[16 * j + l] = (int8_t)(quant_clamp(quant_nearest_int(x[16 * j + l] / dl), -4, 3) + 4);
@@ -285,8 +288,9 @@ void quant_q6_K_block(const float *restrict x, const float *restrict qw, void *r
     }
     /* re-round onto the stored grid; a sub-block whose scale is 0 keeps the
      * quants of its fit */
+    const float d = fp16_to_fp32(y->d);
     for (int j = 0; j < QK_K / 16; j++) {
-        const float dl = fp16_to_fp32(y->d) * (float)y->scales[j];
+        const float dl = d * (float)y->scales[j];
         if (dl == 0.0f) continue;
         for (int l = 0; l < 16; l++)
             L[16 * j + l] = (int8_t)(quant_clamp(quant_nearest_int(x[16 * j + l] / dl), -32, 31) + 32);
