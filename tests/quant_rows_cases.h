@@ -25,6 +25,9 @@
  *   sparse   0 but one weight in 16: 0.1 * g
  *   uniform  0.1 * u (all non-negative)
  *   ramp     (k % 256 - 128) * 1e-3 (exactly representable steps)
+ *   signs    by 32-block in turn: only +0 and -0; 0.03 * |g| with an eighth
+ *            +-0; +-0.25 (ties of the largest magnitude) among 0.1 * g;
+ *            -0.03 * |g| with an eighth +-0 (the sign of each zero random)
  * Importance weights (one per column):
  *   dense    (0.05 + u)^2 * 10
  *   holes    dense, but every 7th column, columns 32..63 and, for rows of
@@ -37,11 +40,11 @@
 
 enum qr_dist {
     QR_GAUSS, QR_OUTLIER, QR_ZEROS, QR_CONST, QR_TINY, QR_HUGE, QR_NEGATIVE, QR_SPARSE, QR_UNIFORM,
-    QR_RAMP, QR_DIST_COUNT
+    QR_RAMP, QR_SIGNS, QR_DIST_COUNT
 };
 
 static const char *const QR_DIST_NAMES[QR_DIST_COUNT] = {
-    "gauss", "outlier", "zeros", "const", "tiny", "huge", "negative", "sparse", "uniform", "ramp",
+    "gauss", "outlier", "zeros", "const", "tiny", "huge", "negative", "sparse", "uniform", "ramp", "signs",
 };
 
 enum qr_weights { QR_W_NONE, QR_W_DENSE, QR_W_HOLES, QR_W_COUNT };
@@ -61,7 +64,7 @@ static const struct qr_case QR_CASES[] = {
     {QR_OUTLIER, 2, 160},  {QR_ZEROS, 3, 768},   {QR_CONST, 2, 512},    {QR_CONST, 1, 64},
     {QR_TINY, 2, 512},     {QR_HUGE, 2, 256},    {QR_HUGE, 1, 32},      {QR_NEGATIVE, 2, 256},
     {QR_NEGATIVE, 2, 32},  {QR_SPARSE, 2, 512},  {QR_UNIFORM, 2, 256},  {QR_UNIFORM, 1, 224},
-    {QR_RAMP, 1, 1024},
+    {QR_RAMP, 1, 1024},    {QR_SIGNS, 8, 256},   {QR_SIGNS, 1, 96},
 };
 #define QR_N_CASES (int)(sizeof QR_CASES / sizeof QR_CASES[0])
 
@@ -117,6 +120,17 @@ static inline void qr_fill_rows(int c, float *x) {
         case QR_SPARSE: v = (qr_next(&s) & 15) == 0 ? 0.1f * g : 0.0f; break;
         case QR_UNIFORM: v = 0.1f * u; break;
         case QR_RAMP: v = (float)(i % 256 - 128) * 1e-3f; break;
+        case QR_SIGNS: {
+            const uint64_t r = qr_next(&s);
+            const float zero = r & 1 ? -0.0f : 0.0f;
+            switch ((i / 32) % 4) {
+            case 0: v = zero; break;
+            case 1: v = (r & 14) == 0 ? zero : 0.03f * qr_abs(g); break;
+            case 2: v = u < 0.3f ? (r & 2 ? 0.25f : -0.25f) : 0.1f * g; break;
+            default: v = (r & 14) == 0 ? zero : -0.03f * qr_abs(g); break;
+            }
+            break;
+        }
         default: break;
         }
         x[i] = v;

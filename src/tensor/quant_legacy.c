@@ -130,42 +130,49 @@ void dequantize_row_q8_1(const void *restrict vx, float *restrict y, int64_t n) 
 /*
  * The weight of largest magnitude, with its sign; the first one on ties;
  * 0 when all are zero. NaN weights are passed over. The largest magnitude
- * does not depend on the order it is searched in, so it is taken over 8
+ * does not depend on the order it is searched in, so it is taken over 4
  * interleaved lanes the compiler can vectorize, then the first weight of
- * that magnitude is looked up. n is a multiple of 8.
+ * that magnitude is looked up. n is a multiple of 4.
  */
 static float signed_absmax(const float *x, int n) {
-    float lane[8] = {0};
-    for (int j = 0; j < n; j += 8)
-        for (int k = 0; k < 8; k++) {
+    float lane[4] = {0};
+    for (int j = 0; j < n; j += 4)
+        for (int k = 0; k < 4; k++) {
             const float a = fabsf(x[j + k]);
             lane[k] = lane[k] < a ? a : lane[k];
         }
-    float amax = 0.0f;
-    for (int k = 0; k < 8; k++) amax = amax < lane[k] ? lane[k] : amax;
+    const float a01 = lane[0] < lane[1] ? lane[1] : lane[0], a23 = lane[2] < lane[3] ? lane[3] : lane[2];
+    const float amax = a01 < a23 ? a23 : a01;
     if (amax == 0.0f) return 0.0f;
     int j = 0;
     while (fabsf(x[j]) != amax) j++;
     return x[j];
 }
 
-/* The smallest and largest weight (FLT_MAX / -FLT_MAX if all are NaN), over
- * 8 lanes as signed_absmax; n is a multiple of 8. */
+/*
+ * The smallest and largest weight, the first one met on ties (FLT_MAX /
+ * -FLT_MAX if all are NaN), as a plain scan gives them. A value other than
+ * zero has one representation, so it is taken over 4 interleaved lanes
+ * the compiler can vectorize; a zero (+0 or -0, whichever comes first) is
+ * looked up in order. n is a multiple of 4.
+ */
 static void min_max(const float *x, int n, float *min, float *max) {
-    float lo[8], hi[8];
-    for (int k = 0; k < 8; k++) {
-        lo[k] = FLT_MAX;
-        hi[k] = -FLT_MAX;
-    }
-    for (int j = 0; j < n; j += 8)
-        for (int k = 0; k < 8; k++) {
+    float lo[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX}, hi[4] = {-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX};
+    for (int j = 0; j < n; j += 4)
+        for (int k = 0; k < 4; k++) {
             lo[k] = x[j + k] < lo[k] ? x[j + k] : lo[k];
             hi[k] = x[j + k] > hi[k] ? x[j + k] : hi[k];
         }
-    float l = FLT_MAX, h = -FLT_MAX;
-    for (int k = 0; k < 8; k++) {
-        l = lo[k] < l ? lo[k] : l;
-        h = hi[k] > h ? hi[k] : h;
+    const float l01 = lo[1] < lo[0] ? lo[1] : lo[0], l23 = lo[3] < lo[2] ? lo[3] : lo[2];
+    const float h01 = hi[1] > hi[0] ? hi[1] : hi[0], h23 = hi[3] > hi[2] ? hi[3] : hi[2];
+    float l = l23 < l01 ? l23 : l01, h = h23 > h01 ? h23 : h01;
+    if (l == 0.0f || h == 0.0f) {
+        l = FLT_MAX;
+        h = -FLT_MAX;
+        for (int j = 0; j < n; j++) {
+            if (x[j] < l) l = x[j];
+            if (x[j] > h) h = x[j];
+        }
     }
     *min = l;
     *max = h;
@@ -257,23 +264,23 @@ void quantize_row_q5_1_ref(const float *restrict x, void *restrict vy, int64_t n
  */
 static float q8_block(const float *x, int8_t *qs, float *d_out) {
     /* without NaN the result is the largest magnitude whatever the order,
-     * so it is taken over 8 lanes; with one, in the reference's order */
-    float lane[8] = {0};
+     * so it is taken over 4 lanes; with one, in the reference's order */
+    float lane[4] = {0};
     int nan = 0;
-    for (int j = 0; j < QK; j += 8)
-        for (int k = 0; k < 8; k++) {
+    for (int j = 0; j < QK; j += 4)
+        for (int k = 0; k < 4; k++) {
             const float a = fabsf(x[j + k]);
             lane[k] = lane[k] > a ? lane[k] : a;
             nan |= a != a;
         }
-    float amax = 0.0f;
+    const float a01 = lane[0] > lane[1] ? lane[0] : lane[1], a23 = lane[2] > lane[3] ? lane[2] : lane[3];
+    float amax = a01 > a23 ? a01 : a23;
     if (nan) {
+        amax = 0.0f;
         for (int j = 0; j < QK; j++) {
             const float a = fabsf(x[j]);
             amax = amax > a ? amax : a;
         }
-    } else {
-        for (int k = 0; k < 8; k++) amax = amax > lane[k] ? amax : lane[k];
     }
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
