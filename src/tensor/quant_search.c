@@ -257,9 +257,13 @@ ALWAYS_INLINE float fit_positive(int n, int nmax, const float *restrict x, uint8
 float quant_fit_scale_min(int n, int nmax, const float *restrict x, const float *restrict w,
                           uint8_t *restrict L, float *restrict the_min, uint8_t *restrict Laux,
                           float rmin, float rdelta, int nstep, bool use_mad) {
-    if (n == 32 && nmax == 15) return fit_scale_min(32, 15, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
-    if (n == 32 && nmax == 31) return fit_scale_min(32, 31, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
-    if (n == 16 && nmax == 3) return fit_scale_min(16, 3, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
+    if (!use_mad) {
+        if (n == 32 && nmax == 15) return fit_scale_min(32, 15, x, w, L, the_min, Laux, rmin, rdelta, nstep, false);
+        if (n == 32 && nmax == 31) return fit_scale_min(32, 31, x, w, L, the_min, Laux, rmin, rdelta, nstep, false);
+        if (n == 16 && nmax == 3) return fit_scale_min(16, 3, x, w, L, the_min, Laux, rmin, rdelta, nstep, false);
+    } else if (n == 16 && nmax == 3) {
+        return fit_scale_min(16, 3, x, w, L, the_min, Laux, rmin, rdelta, nstep, true);
+    }
     return fit_scale_min(n, nmax, x, w, L, the_min, Laux, rmin, rdelta, nstep, use_mad);
 }
 
