@@ -1,7 +1,7 @@
 /*
  * test_quantize_rows.c — tensor_quantize_rows (src/tensor/quantize.h).
  *
- *  - bytes: for every case of quant_rows_cases.h (row sets of ten
+ *  - bytes: for every case of quant_rows_cases.h (row sets of eleven
  *    distributions, lengths 32*k and 256*k), every type and no / dense /
  *    holed importance weights, the sha256 of the output equals that of
  *    llama.cpp's ggml_quantize_chunk on the same input

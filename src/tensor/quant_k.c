@@ -238,16 +238,13 @@ void quant_k_finish_q3(const float *restrict x, int8_t L[QK_K], void *restrict y
     /* the high bit of weight k is bit k/32 of hmask[k % 32]; the low two
      * bits are packed as Q2_K's */
     memset(y->hmask, 0, sizeof y->hmask);
-    uint8_t low[QK_K];
     for (int k = 0; k < QK_K; k++) {
-        int l = L[k];
-        if (l > 3) {
+        if (L[k] > 3) {
             y->hmask[k % 32] |= (uint8_t)(1u << (k / 32));
-            l -= 4;
+            L[k] = (int8_t)(L[k] - 4);
         }
-        low[k] = (uint8_t)l;
     }
-    quant_k_pack_q2(low, y->qs);
+    quant_k_pack_q2((const uint8_t *)L, y->qs);
 }
 
 /* the low 4 bits of scale j in byte j % 8 (high nibble for j >= 8), the top
