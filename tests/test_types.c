@@ -58,8 +58,8 @@ static const struct {
 /* Types with a reference quantizer. */
 static const int QUANTIZABLE[] = {
     TENSOR_TYPE_F32,  TENSOR_TYPE_F16,  TENSOR_TYPE_BF16, TENSOR_TYPE_Q4_0, TENSOR_TYPE_Q4_1,
-    TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q4_K,
-    TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_Q8_K,
+    TENSOR_TYPE_Q5_0, TENSOR_TYPE_Q5_1, TENSOR_TYPE_Q8_0, TENSOR_TYPE_Q8_1, TENSOR_TYPE_Q2_K,
+    TENSOR_TYPE_Q3_K, TENSOR_TYPE_Q4_K, TENSOR_TYPE_Q5_K, TENSOR_TYPE_Q6_K, TENSOR_TYPE_Q8_K,
 };
 #define N_QUANTIZABLE (int)(sizeof QUANTIZABLE / sizeof QUANTIZABLE[0])
 
@@ -341,6 +341,11 @@ static float gaussian(uint64_t *s) {
  *   Q8_0, Q8_1  D = max|x|/127   -> 0.0055s bound 0.007
  *   Q4_1  D = (max-min)/15 ~ 0.27s -> 0.079s bound 0.10
  *   Q5_1  D = (max-min)/31       -> 0.038s  bound 0.048
+ *   Q2_K  D = (max-min)/3 over 16 ~ 3.5s/3 -> 0.34s (the fitted scale and
+ *         min only lower it; 4-bit scales and mins add <= 1/30 relative)
+ *                                                            bound 0.42
+ *   Q3_K  D = max|x|/4 over 16 ~ 0.53s -> 0.15s (6-bit scales add <= 1/64
+ *         relative)                                          bound 0.19
  *   Q4_K  as Q4_1 per 32 (the fitted min/scale only lower it; the 6-bit
  *         scales and mins add <= 1/(2*63) relative)         bound 0.10
  *   Q5_K  as Q5_1 per 32                                     bound 0.048
@@ -360,6 +365,8 @@ static double rmse_bound(int type) {
     case TENSOR_TYPE_Q8_1: return 0.007;
     case TENSOR_TYPE_Q4_1: return 0.10;
     case TENSOR_TYPE_Q5_1: return 0.048;
+    case TENSOR_TYPE_Q2_K: return 0.42;
+    case TENSOR_TYPE_Q3_K: return 0.19;
     case TENSOR_TYPE_Q4_K: return 0.10;
     case TENSOR_TYPE_Q5_K: return 0.048;
     case TENSOR_TYPE_Q6_K: return 0.024;

@@ -1,7 +1,9 @@
 /*
  * quant_k.c — reference conversions of the K-quant super-block types
  * (256 weights per block): dequantization of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
- * and Q8_K, and the reference quantizers of Q4_K, Q5_K, Q6_K and Q8_K.
+ * and Q8_K, the reference quantizers of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and
+ * Q8_K, and the block tails (scale packing, re-rounding, bit packing) the
+ * importance-weighted forms of quant_weighted.c share with them.
  *
  * Dequantization first forms each sub-block's float scale (d * sc, and
  * dmin * m for the types with mins) and then computes scale * q - min, the
@@ -9,27 +11,30 @@
  *
  * The quantizers follow the GGUF ecosystem's reference algorithm (what
  * llama.cpp's quantize_row_*_ref writes when no importance matrix is given),
- * step by step and in the same float32 operation order, so the bytes match:
- *  - Q4_K / Q5_K: per 32-weight sub-block, fit_scale_min searches a scale and
- *    a min (weights x ≈ scale * l - min, 0 <= l <= nmax) minimizing a
+ * step by step and in the same float32 operation order, so the bytes match
+ * (the searches are in quant_search.c):
+ *  - Q2_K: per 16-weight sub-block a scale and a min (x ≈ scale * l - min,
+ *    l in 0..3) minimizing |x|-weighted absolute error; scales and mins
+ *    become 4 bits against the block's largest.
+ *  - Q3_K: per 16-weight sub-block a symmetric 3-bit fit refined quant by
+ *    quant; the scales become signed 6 bits against the largest.
+ *  - Q4_K / Q5_K: per 32-weight sub-block a scale and a min minimizing a
  *    weighted squared error; the 8 scales and 8 mins are then quantized to
- *    6 bits against the block's largest, and every weight is re-rounded onto
- *    the final grid.
- *  - Q6_K: per 16-weight sub-block, fit_symmetric_scale tries 19 candidate
- *    scales around max/-32 and keeps the best least-squares one; the 16
- *    scales become int8 against the largest, and weights are re-rounded.
+ *    6 bits against the block's largest.
+ *  - Q6_K: per 16-weight sub-block, 19 candidate scales around max/-32,
+ *    keeping the best least-squares one; the 16 scales become int8 against
+ *    the largest.
  *  - Q8_K: one float scale, max|x| / 127, and sums of each 16 quants.
+ * All but Q8_K then re-round every weight onto the grid the stored scales
+ * give.
  */
 #include <math.h>
 #include <string.h>
 
 #include "base/base.h"
 #include "tensor/quant_ref.h"
+#include "tensor/quant_search.h"
 
-/* A sub-block whose weights are all below this is stored as zeros. */
-#define GROUP_MAX_EPS 1e-15f
-
-static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* ---- dequantization ---------------------------------------------------- */
 
@@ -148,123 +153,230 @@ void dequantize_row_q8_K(const void *restrict vx, float *restrict y, int64_t n) 
     }
 }
 
-/* ---- quantization: shared searches ------------------------------------- */
+/* ---- quantization: the block tails shared with the weighted forms ------ */
+
+void quant_k_finish_scale_min(const float *restrict x, int nmax, const uint8_t ls[8],
+                              const uint8_t lm[8], float d, float dmin, uint16_t *d_out,
+                              uint16_t *dmin_out, uint8_t scales_out[K_SCALE_SIZE],
+                              uint8_t L[QK_K]) {
+    for (int j = 0; j < QK_K / 32; j++) {
+        if (j < 4) {
+            scales_out[j] = ls[j];
+            scales_out[j + 4] = lm[j];
+        } else {
+            scales_out[j + 4] = (uint8_t)((ls[j] & 0xF) | (lm[j] & 0xF) << 4);
+            scales_out[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            scales_out[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+    *d_out = fp32_to_fp16(d);
+    *dmin_out = fp32_to_fp16(dmin);
+
+    /* re-round every weight onto the grid the stored scales give; a
+     * sub-block whose scale is 0 keeps the quants of its fit */
+    const float d16 = fp16_to_fp32(*d_out), dmin16 = fp16_to_fp32(*dmin_out);
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        k_scale_min(j, scales_out, &sc, &m);
+        const float dl = d16 * (float)sc;
+        if (dl == 0.0f) continue;
+        const float ml = dmin16 * (float)m;
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)quant_clamp(quant_nearest_int((x[32 * j + l] + ml) / dl), 0, nmax);
+    }
+}
+
+/* weights 64p+b and 64p+32+b share byte 32p+b (low, high nibble) */
+void quant_k_pack_q4(const uint8_t L[QK_K], uint8_t qs[QK_K / 2]) {
+    for (int p = 0; p < QK_K / 64; p++)
+        for (int b = 0; b < 32; b++) qs[32 * p + b] = (uint8_t)(L[64 * p + b] | L[64 * p + 32 + b] << 4);
+}
+
+void quant_k_pack_q5(const uint8_t L[QK_K], uint8_t qs[QK_K / 2], uint8_t qh[QK_K / 8]) {
+    memset(qh, 0, QK_K / 8);
+    for (int p = 0; p < QK_K / 64; p++) {
+        for (int b = 0; b < 32; b++) {
+            const int l0 = L[64 * p + b], l1 = L[64 * p + 32 + b];
+            qs[32 * p + b] = (uint8_t)((l0 & 0xF) | (l1 & 0xF) << 4);
+            /* bit k/32 of qh[k % 32] is the 5th bit of weight k */
+            qh[b] |= (uint8_t)((l0 >> 4) << (2 * p) | (l1 >> 4) << (2 * p + 1));
+        }
+    }
+}
+
+/* weight 128h + 32s + b goes to bits 2s..2s+1 of qs[32h + b] */
+void quant_k_pack_q2(const uint8_t L[QK_K], uint8_t qs[QK_K / 4]) {
+    for (int h = 0; h < QK_K / 128; h++) {
+        const uint8_t *Lh = L + 128 * h;
+        for (int b = 0; b < 32; b++)
+            qs[32 * h + b] = (uint8_t)(Lh[b] | Lh[b + 32] << 2 | Lh[b + 64] << 4 | Lh[b + 96] << 6);
+    }
+}
+
+void quant_k_finish_q2(const float *restrict x, uint8_t L[QK_K], void *restrict y_block) {
+    block_q2_K *y = y_block;
+    const float d = fp16_to_fp32(y->d), dmin = fp16_to_fp32(y->dmin);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float dl = d * (float)(y->scales[j] & 0xF);
+        if (dl == 0.0f) continue;
+        const float ml = dmin * (float)(y->scales[j] >> 4);
+        for (int l = 0; l < 16; l++)
+            L[16 * j + l] = (uint8_t)quant_clamp(quant_nearest_int((x[16 * j + l] + ml) / dl), 0, 3);
+    }
+    quant_k_pack_q2(L, y->qs);
+}
+
+void quant_k_finish_q3(const float *restrict x, int8_t L[QK_K], void *restrict y_block) {
+    block_q3_K *y = y_block;
+    const float d = fp16_to_fp32(y->d);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float dl = d * (float)q3_scale(y->scales, j);
+        if (dl == 0.0f) continue;
+        for (int l = 0; l < 16; l++)
+            L[16 * j + l] = (int8_t)(quant_clamp(quant_nearest_int(x[16 * j + l] / dl), -4, 3) + 4);
+    }
+    /* the high bit of weight k is bit k/32 of hmask[k % 32]; the low two
+     * bits are packed as Q2_K's */
+    memset(y->hmask, 0, sizeof y->hmask);
+    for (int k = 0; k < QK_K; k++) {
+        if (L[k] > 3) {
+            y->hmask[k % 32] |= (uint8_t)(1u << (k / 32));
+            L[k] = (int8_t)(L[k] - 4);
+        }
+    }
+    quant_k_pack_q2((const uint8_t *)L, y->qs);
+}
+
+/* the low 4 bits of scale j in byte j % 8 (high nibble for j >= 8), the top
+ * 2 bits in byte 8 + j % 4 at bit 2 * (j / 4): what q3_scale reads */
+void quant_k_store_q3_scales(const int ls[QK_K / 16], uint8_t scales[K_SCALE_SIZE]) {
+    memset(scales, 0, K_SCALE_SIZE);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const int l = ls[j];
+        if (j < 8)
+            scales[j] = (uint8_t)(l & 0xF);
+        else
+            scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+        scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+    }
+}
+
+void quant_q6_K_block(const float *restrict x, const float *restrict qw, void *restrict y_block) {
+    block_q6_K *y = y_block;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int j = 0; j < QK_K / 16; j++) {
+        scales[j] = quant_fit_symmetric(16, 32, x + 16 * j, qw ? qw + 16 * j : NULL, L + 16 * j);
+        if (fabsf(scales[j]) > max_abs_scale) {
+            max_abs_scale = fabsf(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    memset(y, 0, sizeof *y);
+    if (max_abs_scale < QUANT_GROUP_MAX_EPS) return; /* all zero: d = 0 */
+
+    const float iscale = -128.0f / max_scale;
+    y->d = fp32_to_fp16(1 / iscale);
+    for (int j = 0; j < QK_K / 16; j++) {
+        /* capped above only, then narrowed, as the reference does */
+        const int s = quant_nearest_int(iscale * scales[j]);
+        y->scales[j] = (int8_t)(s < 127 ? s : 127);
+    }
+    /* re-round onto the stored grid; a sub-block whose scale is 0 keeps the
+     * quants of its fit */
+    const float d = fp16_to_fp32(y->d);
+    for (int j = 0; j < QK_K / 16; j++) {
+        const float dl = d * (float)y->scales[j];
+        if (dl == 0.0f) continue;
+        for (int l = 0; l < 16; l++)
+            L[16 * j + l] = (int8_t)(quant_clamp(quant_nearest_int(x[16 * j + l] / dl), -32, 31) + 32);
+    }
+    /* weight 128h + 32s + b: low nibble into ql[64h + 32(s&1) + b]
+     * (high nibble when s >= 2), top 2 bits into qh[32h + b] << 2s */
+    for (int h = 0; h < 2; h++) {
+        const int8_t *Lh = L + 128 * h;
+        for (int b = 0; b < 32; b++) {
+            y->ql[64 * h + b] = (uint8_t)((Lh[b] & 0xF) | (Lh[b + 64] & 0xF) << 4);
+            y->ql[64 * h + 32 + b] = (uint8_t)((Lh[b + 32] & 0xF) | (Lh[b + 96] & 0xF) << 4);
+            y->qh[32 * h + b] = (uint8_t)((Lh[b] >> 4) | (Lh[b + 32] >> 4) << 2 | (Lh[b + 64] >> 4) << 4 |
+                                          (Lh[b + 96] >> 4) << 6);
+        }
+    }
+}
+
+/* ---- quantization: reference Q2_K and Q3_K --------------------------------- */
 
 /*
- * Fits x[i] ≈ scale * L[i] - the_min with 0 <= L[i] <= nmax, the_min >= 0,
- * minimizing sum w[i] * err^2. Starts from the plain min/max grid, then for
- * nstep+1 trial grids with (nmax + rmin + rdelta*is) steps across the range
- * solves the weighted least-squares scale and min for the rounded quants,
- * keeping the best. Returns the scale; quants go to L (Laux is scratch).
+ * Q2_K: each 16-weight sub-block is fitted as scale * l - min (l in 0..3)
+ * minimizing |x|-weighted absolute error; the 16 scales and 16 mins become
+ * 4-bit against the block's largest, and weights are re-rounded.
  */
-static float fit_scale_min(int n, int nmax, const float *restrict x, const float *restrict w,
-                           uint8_t *restrict L, float *restrict the_min, uint8_t *restrict Laux,
-                           float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0];
-    float sum_w = w[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.0f;
-    }
-    float iscale = (float)nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_error = 0;
-    for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)clamp_int(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
-        const float diff = scale * (float)L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
-    }
-    for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(quant_nearest_int(iscale * (x[i] - min)), 0, nmax);
-            Laux[i] = (uint8_t)l;
-            sum_l += w[i] * (float)l;
-            sum_l2 += w[i] * (float)l * (float)l;
-            sum_xl += w[i] * (float)l * x[i];
+void quantize_row_q2_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
+    block_q2_K *y = vy;
+    uint8_t L[QK_K], Laux[16];
+    float w[16], scales[QK_K / 16], mins[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+            scales[j] = quant_fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15,
+                                            true);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
         }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (!(D > 0)) continue;
-        float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-        float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-        if (this_min > 0) {
-            this_min = 0;
-            this_scale = sum_xl / sum_l2;
+        memset(y[i].scales, 0, sizeof y[i].scales);
+        y[i].d = 0;
+        y[i].dmin = 0;
+        if (max_scale > 0) {
+            const float iscale = 15.0f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++)
+                y[i].scales[j] = (uint8_t)quant_nearest_int(iscale * scales[j]);
+            y[i].d = fp32_to_fp16(max_scale / 15.0f);
         }
-        float cur_error = 0;
-        for (int i = 0; i < n; i++) {
-            const float diff = this_scale * (float)Laux[i] + this_min - x[i];
-            cur_error += w[i] * (diff * diff);
+        if (max_min > 0) {
+            const float iscale = 15.0f / max_min;
+            for (int j = 0; j < QK_K / 16; j++)
+                y[i].scales[j] |= (uint8_t)((unsigned)quant_nearest_int(iscale * mins[j]) << 4);
+            y[i].dmin = fp32_to_fp16(max_min / 15.0f);
         }
-        if (cur_error < best_error) {
-            memcpy(L, Laux, (size_t)n);
-            best_error = cur_error;
-            scale = this_scale;
-            min = this_min;
-        }
+        quant_k_finish_q2(x, L, &y[i]);
     }
-    *the_min = -min;
-    return scale;
 }
 
 /*
- * Fits x[i] ≈ scale * (L[i] - nmax) with -nmax <= L[i] - nmax < nmax,
- * weighting each error by x[i]^2: tries scales max/-(nmax + 0.1*is) for
- * is = -9..9 and keeps the least-squares scale of the best. Returns the
- * scale (0 for an all-zero sub-block).
+ * Q3_K: each 16-weight sub-block gets a symmetric 3-bit fit (quant_fit_q3);
+ * the 16 scales become signed 6-bit against the block's largest.
  */
-static float fit_symmetric_scale(int n, int nmax, const float *restrict x, int8_t *restrict L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
+void quantize_row_q3_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
+    block_q3_K *y = vy;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    int ls[QK_K / 16];
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            scales[j] = quant_fit_q3(16, 4, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) {
+                amax = fabsf(scales[j]);
+                max_scale = scales[j];
+            }
         }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.0f;
-    }
-    float iscale = (float)-nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        const int l = clamp_int(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
-    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; is++) {
-        if (is == 0) continue;
-        iscale = -((float)nmax + 0.1f * (float)is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            const int l = clamp_int(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * (float)l;
-            suml2 += w * (float)l * (float)l;
+        if (max_scale != 0.0f) {
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++) {
+                /* narrowed to int8 before the clamp, as the reference does */
+                const int8_t l = (int8_t)quant_nearest_int(iscale * scales[j]);
+                ls[j] = quant_clamp(l, -32, 31) + 32;
+            }
+            quant_k_store_q3_scales(ls, y[i].scales);
+            y[i].d = fp32_to_fp16(1 / iscale);
+        } else {
+            memset(y[i].scales, 0, sizeof y[i].scales);
+            y[i].d = 0;
         }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++)
-                L[i] = (int8_t)(clamp_int(quant_nearest_int(iscale * x[i]), -nmax, nmax - 1) + nmax);
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
+        quant_k_finish_q3(x, L, &y[i]);
     }
-    return scale;
 }
 
 /* ---- quantization: Q4_K and Q5_K ----------------------------------------- */
@@ -278,7 +390,7 @@ static void quantize_k_scale_min(const float *restrict x, int nmax, float rmin, 
                                  uint16_t *d, uint16_t *dmin, uint8_t scales_out[K_SCALE_SIZE],
                                  uint8_t L[QK_K]) {
     float scales[QK_K / 32], mins[QK_K / 32], w[32];
-    uint8_t Laux[32];
+    uint8_t Laux[32], ls[QK_K / 32], lm[QK_K / 32];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 32; j++) {
         const float *xs = x + 32 * j;
@@ -286,7 +398,7 @@ static void quantize_k_scale_min(const float *restrict x, int nmax, float rmin, 
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         const float av_x = sqrtf(sum_x2 / 32.0f);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
-        scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+        scales[j] = quant_fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -295,33 +407,12 @@ static void quantize_k_scale_min(const float *restrict x, int nmax, float rmin, 
     const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     for (int j = 0; j < QK_K / 32; j++) {
         /* the reference stores nearest_int into a uint8_t before capping */
-        uint8_t ls = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
-        uint8_t lm = (uint8_t)quant_nearest_int(inv_min * mins[j]);
-        if (ls > 63) ls = 63;
-        if (lm > 63) lm = 63;
-        if (j < 4) {
-            scales_out[j] = ls;
-            scales_out[j + 4] = lm;
-        } else {
-            scales_out[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
-            scales_out[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales_out[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        ls[j] = (uint8_t)quant_nearest_int(inv_scale * scales[j]);
+        lm[j] = (uint8_t)quant_nearest_int(inv_min * mins[j]);
+        if (ls[j] > 63) ls[j] = 63;
+        if (lm[j] > 63) lm[j] = 63;
     }
-    *d = fp32_to_fp16(max_scale / 63.0f);
-    *dmin = fp32_to_fp16(max_min / 63.0f);
-
-    /* re-round every weight onto the grid the stored scales give; a
-     * sub-block whose scale rounded to 0 keeps the quants of its fit */
-    for (int j = 0; j < QK_K / 32; j++) {
-        uint8_t sc, m;
-        k_scale_min(j, scales_out, &sc, &m);
-        const float dl = fp16_to_fp32(*d) * (float)sc;
-        if (dl == 0.0f) continue;
-        const float ml = fp16_to_fp32(*dmin) * (float)m;
-        for (int l = 0; l < 32; l++)
-            L[32 * j + l] = (uint8_t)clamp_int(quant_nearest_int((x[32 * j + l] + ml) / dl), 0, nmax);
-    }
+    quant_k_finish_scale_min(x, nmax, ls, lm, max_scale / 63.0f, max_min / 63.0f, d, dmin, scales_out, L);
 }
 
 void quantize_row_q4_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
@@ -329,10 +420,7 @@ void quantize_row_q4_K_ref(const float *restrict x, void *restrict vy, int64_t n
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         quantize_k_scale_min(x, 15, -1.0f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
-        /* weights 64p+b and 64p+32+b share byte 32p+b (low, high nibble) */
-        for (int p = 0; p < QK_K / 64; p++)
-            for (int b = 0; b < 32; b++)
-                y[i].qs[32 * p + b] = (uint8_t)(L[64 * p + b] | L[64 * p + 32 + b] << 4);
+        quant_k_pack_q4(L, y[i].qs);
     }
 }
 
@@ -341,15 +429,7 @@ void quantize_row_q5_K_ref(const float *restrict x, void *restrict vy, int64_t n
     uint8_t L[QK_K];
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
         quantize_k_scale_min(x, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int p = 0; p < QK_K / 64; p++) {
-            for (int b = 0; b < 32; b++) {
-                const int l0 = L[64 * p + b], l1 = L[64 * p + 32 + b];
-                y[i].qs[32 * p + b] = (uint8_t)((l0 & 0xF) | (l1 & 0xF) << 4);
-                /* bit k/32 of qh[k % 32] is the 5th bit of weight k */
-                y[i].qh[b] |= (uint8_t)((l0 >> 4) << (2 * p) | (l1 >> 4) << (2 * p + 1));
-            }
-        }
+        quant_k_pack_q5(L, y[i].qs, y[i].qh);
     }
 }
 
@@ -357,46 +437,7 @@ void quantize_row_q5_K_ref(const float *restrict x, void *restrict vy, int64_t n
 
 void quantize_row_q6_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
     block_q6_K *y = vy;
-    int8_t L[QK_K];
-    float scales[QK_K / 16];
-    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int j = 0; j < QK_K / 16; j++) {
-            scales[j] = fit_symmetric_scale(16, 32, x + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > max_abs_scale) {
-                max_abs_scale = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
-        memset(&y[i], 0, sizeof y[i]);
-        if (max_abs_scale < GROUP_MAX_EPS) continue; /* all zero: d = 0 */
-
-        const float iscale = -128.0f / max_scale;
-        y[i].d = fp32_to_fp16(1 / iscale);
-        for (int j = 0; j < QK_K / 16; j++) {
-            const int s = quant_nearest_int(iscale * scales[j]);
-            y[i].scales[j] = (int8_t)clamp_int(s, -128, 127);
-        }
-        /* re-round onto the stored grid; a sub-block whose scale rounded to
-         * 0 keeps the quants of its fit */
-        for (int j = 0; j < QK_K / 16; j++) {
-            const float dl = fp16_to_fp32(y[i].d) * (float)y[i].scales[j];
-            if (dl == 0.0f) continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(quant_nearest_int(x[16 * j + l] / dl), -32, 31) + 32);
-        }
-        /* weight 128h + 32s + b: low nibble into ql[64h + 32(s&1) + b]
-         * (high nibble when s >= 2), top 2 bits into qh[32h + b] << 2s */
-        for (int h = 0; h < 2; h++) {
-            const int8_t *Lh = L + 128 * h;
-            for (int b = 0; b < 32; b++) {
-                y[i].ql[64 * h + b] = (uint8_t)((Lh[b] & 0xF) | (Lh[b + 64] & 0xF) << 4);
-                y[i].ql[64 * h + 32 + b] = (uint8_t)((Lh[b + 32] & 0xF) | (Lh[b + 96] & 0xF) << 4);
-                y[i].qh[32 * h + b] = (uint8_t)((Lh[b] >> 4) | (Lh[b + 32] >> 4) << 2 |
-                                                (Lh[b + 64] >> 4) << 4 | (Lh[b + 96] >> 4) << 6);
-            }
-        }
-    }
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) quant_q6_K_block(x, NULL, &y[i]);
 }
 
 void quantize_row_q8_K_ref(const float *restrict x, void *restrict vy, int64_t n) {
@@ -415,7 +456,7 @@ void quantize_row_q8_K_ref(const float *restrict x, void *restrict vy, int64_t n
 
         const float iscale = -127.0f / max;
         for (int k = 0; k < QK_K; k++)
-            y[i].qs[k] = (int8_t)clamp_int(quant_nearest_int(iscale * x[k]), -128, 127);
+            y[i].qs[k] = (int8_t)quant_clamp(quant_nearest_int(iscale * x[k]), -128, 127);
         for (int j = 0; j < QK_K / 16; j++) {
             int sum = 0;
             for (int k = 16 * j; k < 16 * j + 16; k++) sum += y[i].qs[k];

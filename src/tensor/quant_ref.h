@@ -49,6 +49,8 @@ void dequantize_row_q5_K(const void *restrict x, float *restrict y, int64_t n);
 void dequantize_row_q6_K(const void *restrict x, float *restrict y, int64_t n);
 void dequantize_row_q8_K(const void *restrict x, float *restrict y, int64_t n);
 
+void quantize_row_q2_K_ref(const float *restrict x, void *restrict y, int64_t n);
+void quantize_row_q3_K_ref(const float *restrict x, void *restrict y, int64_t n);
 void quantize_row_q4_K_ref(const float *restrict x, void *restrict y, int64_t n);
 void quantize_row_q5_K_ref(const float *restrict x, void *restrict y, int64_t n);
 void quantize_row_q6_K_ref(const float *restrict x, void *restrict y, int64_t n);

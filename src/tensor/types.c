@@ -76,10 +76,11 @@ static const struct type_traits TRAITS[TENSOR_TYPE_COUNT] = {
     QUANT(TENSOR_TYPE_Q8_1, "Q8_1", QK, block_q8_1, dequantize_row_q8_1, quantize_row_q8_1_ref,
           TENSOR_TYPE_Q8_1),
 
-    /* K-quants pair with Q8_K; Q2_K and Q3_K have no reference quantizer
-     * here (kvik only reads them) */
-    QUANT(TENSOR_TYPE_Q2_K, "Q2_K", QK_K, block_q2_K, dequantize_row_q2_K, NULL, TENSOR_TYPE_Q8_K),
-    QUANT(TENSOR_TYPE_Q3_K, "Q3_K", QK_K, block_q3_K, dequantize_row_q3_K, NULL, TENSOR_TYPE_Q8_K),
+    /* K-quants pair with Q8_K */
+    QUANT(TENSOR_TYPE_Q2_K, "Q2_K", QK_K, block_q2_K, dequantize_row_q2_K, quantize_row_q2_K_ref,
+          TENSOR_TYPE_Q8_K),
+    QUANT(TENSOR_TYPE_Q3_K, "Q3_K", QK_K, block_q3_K, dequantize_row_q3_K, quantize_row_q3_K_ref,
+          TENSOR_TYPE_Q8_K),
     QUANT(TENSOR_TYPE_Q4_K, "Q4_K", QK_K, block_q4_K, dequantize_row_q4_K, quantize_row_q4_K_ref,
           TENSOR_TYPE_Q8_K),
     QUANT(TENSOR_TYPE_Q5_K, "Q5_K", QK_K, block_q5_K, dequantize_row_q5_K, quantize_row_q5_K_ref,
