@@ -27,17 +27,18 @@
 
 /* The types tensor_quantize_rows makes byte-exact with ggml's quantizer:
  * without importance weights (plain) and with them (F32, F16, BF16 and Q8_0
- * take none). Extend it as the row quantizer grows; every other type's
- * bytes are reported, not required. */
+ * ignore them, so their bytes are the plain ones). Today that is every type
+ * kvik makes; a type left out here would have its bytes reported, not
+ * required. */
 static const struct {
     int type;
     bool plain, imatrix;
 } k_exact[] = {
-    {TENSOR_TYPE_F32, true, false},  {TENSOR_TYPE_F16, true, false},  {TENSOR_TYPE_BF16, true, false},
-    {TENSOR_TYPE_Q8_0, true, false}, {TENSOR_TYPE_Q4_0, true, false}, {TENSOR_TYPE_Q4_1, true, false},
-    {TENSOR_TYPE_Q5_0, true, false}, {TENSOR_TYPE_Q5_1, true, false}, {TENSOR_TYPE_Q2_K, true, false},
-    {TENSOR_TYPE_Q3_K, true, false}, {TENSOR_TYPE_Q4_K, true, false}, {TENSOR_TYPE_Q5_K, true, false},
-    {TENSOR_TYPE_Q6_K, true, false},
+    {TENSOR_TYPE_F32, true, true},  {TENSOR_TYPE_F16, true, true},  {TENSOR_TYPE_BF16, true, true},
+    {TENSOR_TYPE_Q8_0, true, true}, {TENSOR_TYPE_Q4_0, true, true}, {TENSOR_TYPE_Q4_1, true, true},
+    {TENSOR_TYPE_Q5_0, true, true}, {TENSOR_TYPE_Q5_1, true, true}, {TENSOR_TYPE_Q2_K, true, true},
+    {TENSOR_TYPE_Q3_K, true, true}, {TENSOR_TYPE_Q4_K, true, true}, {TENSOR_TYPE_Q5_K, true, true},
+    {TENSOR_TYPE_Q6_K, true, true},
 };
 
 static bool type_exact(int type, bool imatrix) {
