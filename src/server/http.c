@@ -10,6 +10,8 @@
  *   POST /v1/chat/completions    chat, streaming or not
  *   POST /v1/completions         text completion, streaming or not
  *   POST /tokenize, /detokenize  text <-> token ids
+ *   GET  /tokenizer_info         the special tokens' text (vLLM's route; lm-evaluation-harness's
+ *                                remote tokenizer reads it)
  * With an API key, every route but /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
@@ -85,6 +87,7 @@ enum route {
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_TOKENIZER_INFO,
 };
 
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
@@ -340,7 +343,7 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         return reply_error(s, conn, &e, ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID);
     }
     /* no max_tokens: the rest of the context, as far as the KV pool reaches */
-    if (!req.max_tokens && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
+    if (!req.max_tokens && !req.score_only && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
         pr.max_tokens = s->pool_tokens - pr.n > 1 ? (int)(s->pool_tokens - pr.n) : 1;
     struct stream *st = calloc(1, sizeof *st);
     struct job *j = job_new(s->tok, req.n, req.logprobs, req.stop, req.n_stop,
@@ -364,13 +367,24 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         st->rc.echo = st->echo ? st->echo : "";
         if (!st->echo) st->rc.echo_len = 0;
     }
+    /* echo with logprobs, or a prompt only scored: the engine scores every prompt position */
+    bool prompt_lp = req.echo && (req.logprobs || req.score_only);
+    if (prompt_lp && !job_set_prompt(j, pr.ids, pr.n, st->rc.echo_len)) {
+        job_engine_gone(j), job_release(j);
+        free(st->echo);
+        free(st);
+        api_prompt_free(&pr);
+        api_request_free(&req);
+        return reply(s, conn, 500, NULL, NULL, 0, false);
+    }
     struct engine_request er = {
         .prompt = pr.ids,
         .n_prompt = pr.n,
         .max_tokens = pr.max_tokens,
         .n = req.n,
         .sampling = req.sp,
-        .top_logprobs = req.logprobs ? req.top_logprobs : -1,
+        .top_logprobs = req.logprobs ? req.top_logprobs : prompt_lp ? 0 : -1,
+        .prompt_logprobs = prompt_lp,
         .ignore_eos = req.ignore_eos,
         .cache_key = cache_key(s, conn, req.cache_salt),
         .on_event = job_on_event,
@@ -498,7 +512,31 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
     if (!text) return reply(s, conn, 500, NULL, NULL, 0, false);
     json_t *root = json_object();
     json_object_set_new(root, "content", json_stringn(text, len));
+    json_object_set_new(root, "prompt", json_stringn(text, len)); /* vLLM's name */
     free(text);
+    return reply_json(s, conn, MHD_HTTP_OK, root);
+}
+
+/* The text of special token id (render_special), or JSON null for -1. */
+static json_t *special_json(const struct server *s, int32_t id) {
+    if (id < 0 || id >= tokenizer_n_vocab(s->tok)) return json_null();
+    char buf[256];
+    size_t n = job_token_bytes(s->tok, id, buf, sizeof buf);
+    size_t len;
+    char *t = api_utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf, &len);
+    json_t *v = t ? json_stringn(t, len) : NULL;
+    free(t);
+    return v ? v : json_null();
+}
+
+static enum MHD_Result handle_tokenizer_info(struct server *s, struct MHD_Connection *conn) {
+    json_t *root = json_object();
+    json_object_set_new(root, "eos_token", special_json(s, tokenizer_eos(s->tok)));
+    json_object_set_new(root, "bos_token", special_json(s, tokenizer_bos(s->tok)));
+    json_object_set_new(root, "pad_token", json_null());
+    json_object_set_new(root, "add_bos_token", json_boolean(tokenizer_add_bos(s->tok)));
+    json_object_set_new(root, "vocab_size", json_integer(tokenizer_n_vocab(s->tok)));
+    json_object_set_new(root, "max_model_len", json_integer(s->n_ctx));
     return reply_json(s, conn, MHD_HTTP_OK, root);
 }
 
@@ -561,6 +599,7 @@ static const struct route_def routes[] = {
     {"/v1/completions", false, "POST", ROUTE_COMPLETIONS, true, true},
     {"/tokenize", false, "POST", ROUTE_TOKENIZE, true, true},
     {"/detokenize", false, "POST", ROUTE_DETOKENIZE, true, true},
+    {"/tokenizer_info", false, "GET", ROUTE_TOKENIZER_INFO, true, true},
 };
 
 static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
@@ -697,6 +736,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case ROUTE_COMPLETIONS: return handle_generate(s, conn, cs);
     case ROUTE_TOKENIZE: return handle_tokenize(s, conn, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, cs);
+    case ROUTE_TOKENIZER_INFO: return handle_tokenizer_info(s, conn);
     default: return MHD_NO;
     }
 }

@@ -443,8 +443,9 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     long long x;
     int st;
     /* max_completion_tokens (chat) wins over the older max_tokens */
-    if ((st = get_int(root, "max_tokens", 1, 1 << 24, &x, e)) == FIELD_BAD) return false;
+    if ((st = get_int(root, "max_tokens", chat ? 1 : 0, 1 << 24, &x, e)) == FIELD_BAD) return false;
     if (st == FIELD_OK) r->max_tokens = (int)x;
+    r->score_only = st == FIELD_OK && x == 0;
     if (chat) {
         if ((st = get_int(root, "max_completion_tokens", 1, 1 << 24, &x, e)) == FIELD_BAD) return false;
         if (st == FIELD_OK) r->max_tokens = (int)x;
@@ -503,8 +504,9 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
         if ((st = get_int(root, "logprobs", 0, API_MAX_TOP_LOGPROBS, &x, e)) == FIELD_BAD) return false;
         if (st == FIELD_OK) r->logprobs = true, r->top_logprobs = (int)x;
         if (get_bool(root, "echo", &r->echo, e) == FIELD_BAD) return false;
-        if (r->echo && r->logprobs)
-            return unsupported(e, "echo", "together with 'logprobs' is not supported (no prompt logprobs)");
+        if (r->score_only && !r->echo)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "max_tokens",
+                            "Invalid 'max_tokens': 0 is allowed only with 'echo' (the prompt is scored, nothing is generated).");
     }
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) == FIELD_BAD) return false;
     if (!parse_stop(root, r, e)) return false;
@@ -615,7 +617,7 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
         return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
                         "Invalid '%s': the prompt is empty (it encodes to no tokens).", param);
     }
-    int64_t want = r->max_tokens ? r->max_tokens : 1;
+    int64_t want = r->score_only ? 0 : r->max_tokens ? r->max_tokens : 1;
     if ((int64_t)out->n + want > n_ctx) {
         int n = out->n;
         api_prompt_free(out);
@@ -628,7 +630,7 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
                         "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens. Please reduce the length of the %s.",
                         n_ctx, param, n, param);
     }
-    out->max_tokens = r->max_tokens ? r->max_tokens : n_ctx - out->n;
+    out->max_tokens = r->score_only ? 0 : r->max_tokens ? r->max_tokens : n_ctx - out->n;
     return true;
 }
 
@@ -656,6 +658,7 @@ bool api_parse_tokenize(const char *body, size_t len, size_t max_body, struct ap
     else if (!(t->text = dup_string(v, &t->len)))
         nomem(e);
     else if (get_bool(root, "add_special", &t->add_special, e) != FIELD_BAD &&
+             get_bool(root, "add_special_tokens", &t->add_special, e) != FIELD_BAD && /* vLLM's name */
              get_bool(root, "parse_special", &t->parse_special, e) != FIELD_BAD)
         ok = true;
     json_decref(root);

@@ -67,9 +67,12 @@ struct api_request {
     size_t prompt_len;
     int32_t *prompt_ids;       /* [n_prompt_ids] (not yet checked against the vocabulary) */
     int n_prompt_ids;
-    bool echo;                 /* completions: the prompt's text starts each choice */
+    bool echo;                 /* completions: the prompt's text starts each choice; with
+                                  logprobs, the prompt's tokens start the logprobs lists */
     /* generation */
-    int max_tokens;            /* 0: not given (the rest of the context) */
+    int max_tokens;            /* 0: not given (the rest of the context), or score_only */
+    bool score_only;           /* completions: max_tokens 0 with echo: the prompt is scored
+                                  (echoed with its logprobs), nothing is generated */
     int n;                     /* choices, 1..API_MAX_N */
     bool stream;
     bool include_usage;        /* stream_options.include_usage */
@@ -95,7 +98,7 @@ void api_request_free(struct api_request *r);
 struct api_prompt {
     int32_t *ids;   /* [n] malloc'd */
     int n;
-    int max_tokens; /* resolved: given, or n_ctx - n */
+    int max_tokens; /* resolved: given, or n_ctx - n; 0: score_only */
 };
 
 /*
