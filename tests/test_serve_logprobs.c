@@ -12,6 +12,8 @@
  *                prefix cache (after a plain request over the same text);
  *   generation   max_tokens 1: the prompt's entries, then the token's;
  *                streaming: the first chunk carries the prompt's;
+ *   batch        two prompts with n 2: four choices in OpenAI's order,
+ *                each with the numbers of the prompt alone;
  *   errors       logprobs above 20, max_tokens 0 without echo, negative
  *                max_tokens: 400, and the server keeps serving.
  */
@@ -213,6 +215,28 @@ TEST(serve_echo_logprobs_prompt) {
     }
     CHECK(hr.body && strstr(hr.body, "data: [DONE]"));
     http_reply_free(&hr);
+
+    /* a batch of prompts (as lm-evaluation-harness sends with batch_size > 1):
+     * prompt i's choice c is choice i * n + c, each as its own request gives it */
+    snprintf(body, sizeof body,
+             "{\"prompt\":[%s,%s],\"echo\":true,\"logprobs\":5,\"max_tokens\":0,\"n\":2}", ids_json, ids_json);
+    r = post_json(&s, "/v1/completions", body, 200);
+    json_t *bch = json_object_get(r, "choices");
+    CHECK_EQ_INT(json_array_size(bch), 4);
+    same = true;
+    for (size_t k = 0; k < json_array_size(bch); k++) {
+        json_t *x = json_array_get(bch, k);
+        same &= json_integer_value(json_object_get(x, "index")) == (json_int_t)k;
+        same &= read_lps(json_object_get(x, "logprobs"), c, SL_MAX) == n;
+        for (int i = 1; i < n; i++) same &= c[i] == a[i];
+    }
+    CHECK(same);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(r, "usage"), "prompt_tokens")), 2 * n);
+    json_decref(r);
+    snprintf(body, sizeof body, "{\"prompt\":[\"%s\",\"Hello\"],\"max_tokens\":2,\"temperature\":0}", k_prompt);
+    r = post_json(&s, "/v1/completions", body, 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r, "choices")), 2);
+    json_decref(r);
 
     /* bad values: 400, and the server goes on */
     const char *bad[] = {"{\"prompt\":\"x\",\"echo\":true,\"logprobs\":21,\"max_tokens\":0}",

@@ -360,16 +360,29 @@ static bool parse_prompt(json_t *root, struct api_request *r, struct api_error *
                         "Invalid 'prompt': empty array. Expected a string or a non-empty array.");
     json_t *first = json_array_get(p, 0);
     if (json_is_string(first) || json_is_array(first)) {
-        /* a batch of prompts: kvik takes one prompt per request */
-        if (n > 1)
-            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "prompt",
-                            "Invalid 'prompt': batches of %zu prompts are not supported; send one prompt per request.",
-                            n);
-        if (json_is_string(first)) {
-            r->prompt = dup_string(first, &r->prompt_len);
-            return r->prompt ? true : nomem(e);
+        /* a batch: strings, or arrays of token ids */
+        if (n > API_MAX_PROMPTS)
+            return api_fail(e, 400, "invalid_request_error", "array_above_max_length", "prompt",
+                            "Invalid 'prompt': a batch of %zu prompts; at most %d.", n, API_MAX_PROMPTS);
+        if (n > 1 && !(r->more = calloc(n - 1, sizeof *r->more))) return nomem(e);
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(p, i);
+            char param[32];
+            snprintf(param, sizeof param, "prompt[%zu]", i);
+            char **text = i ? &r->more[i - 1].prompt : &r->prompt;
+            size_t *len = i ? &r->more[i - 1].prompt_len : &r->prompt_len;
+            int32_t **ids = i ? &r->more[i - 1].prompt_ids : &r->prompt_ids;
+            int *n_ids = i ? &r->more[i - 1].n_prompt_ids : &r->n_prompt_ids;
+            if (i) r->n_more = (int)i;
+            if (json_is_string(first) != json_is_string(v) || (!json_is_string(v) && !json_is_array(v)))
+                return type_error(e, param, json_is_string(first) ? "a string" : "an array of token ids", v);
+            if (json_is_string(v)) {
+                if (!(*text = dup_string(v, len))) return nomem(e);
+            } else if (!parse_ids(v, param, ids, n_ids, e)) {
+                return false;
+            }
         }
-        return parse_ids(first, "prompt[0]", &r->prompt_ids, &r->n_prompt_ids, e);
+        return true;
     }
     return parse_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, e);
 }
@@ -504,6 +517,10 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
         if ((st = get_int(root, "logprobs", 0, API_MAX_TOP_LOGPROBS, &x, e)) == FIELD_BAD) return false;
         if (st == FIELD_OK) r->logprobs = true, r->top_logprobs = (int)x;
         if (get_bool(root, "echo", &r->echo, e) == FIELD_BAD) return false;
+        if (r->n_more && r->stream)
+            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "stream",
+                            "Streaming a batch of %d prompts is not supported; send one prompt per request to stream.",
+                            r->n_more + 1);
         if (r->score_only && !r->echo)
             return api_fail(e, 400, "invalid_request_error", "invalid_value", "max_tokens",
                             "Invalid 'max_tokens': 0 is allowed only with 'echo' (the prompt is scored, nothing is generated).");
@@ -534,6 +551,8 @@ void api_request_free(struct api_request *r) {
     free(r->msgs);
     free(r->prompt);
     free(r->prompt_ids);
+    for (int i = 0; i < r->n_more; i++) free(r->more[i].prompt), free(r->more[i].prompt_ids);
+    free(r->more);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->user);

@@ -3,7 +3,8 @@
 runs the local multiple-choice task tests/data/lm_eval/kvik_mc.yaml (data
 in kvik_mc.jsonl next to it; nothing from the hub) through
 /v1/completions with echo and logprobs, tokenizing with the server's own
-/tokenize (tokenizer_backend=remote). Then every choice's log-likelihood
+/tokenize (tokenizer_backend=remote), once a prompt per request and once
+in batches of 4 prompts (the same numbers). Then every choice's log-likelihood
 is computed again straight from the HTTP API (the continuation's tokens'
 echoed logprobs, max_tokens 0) and must match lm_eval's within 1e-3, and
 the accuracy lm_eval reports must be the one those numbers give.
@@ -63,30 +64,43 @@ def main():
         else:
             failed += 1
 
-    with tempfile.TemporaryDirectory(prefix="kvik-lm-eval-") as tmp:
+    def run_lm_eval(tmp, batch_size):
+        """lm_eval on the task: (accuracy, the samples), or None."""
+        out = os.path.join(tmp, f"out-{batch_size}")
         env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=os.path.join(tmp, "hf"),
                    TOKENIZERS_PARALLELISM="false")
         cmd = [lm_eval, "--model", "local-completions",
                "--model_args", f"base_url={base}/v1/completions,model=kvik,tokenizer_backend=remote,"
                                "num_concurrent=1,max_retries=1",
-               "--tasks", "kvik_mc", "--include_path", "tests/data/lm_eval",
-               "--output_path", os.path.join(tmp, "out"), "--log_samples"]
+               "--tasks", "kvik_mc", "--include_path", "tests/data/lm_eval", "--batch_size", str(batch_size),
+               "--output_path", out, "--log_samples"]
         run = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, text=True, timeout=900)
         if run.returncode != 0:
             print(run.stdout[-3000:])
             print(run.stderr[-3000:])
-        check(run.returncode == 0, f"lm_eval exited {run.returncode}")
-        results = glob.glob(os.path.join(tmp, "out", "**", "results_*.json"), recursive=True)
-        samples = glob.glob(os.path.join(tmp, "out", "**", "samples_kvik_mc_*.jsonl"), recursive=True)
+        check(run.returncode == 0, f"lm_eval --batch_size {batch_size} exited {run.returncode}")
+        results = glob.glob(os.path.join(out, "**", "results_*.json"), recursive=True)
+        samples = glob.glob(os.path.join(out, "**", "samples_kvik_mc_*.jsonl"), recursive=True)
         check(len(results) == 1 and len(samples) == 1, "lm_eval wrote its results and samples")
-        if failed:
-            print(f"lm_eval: {passed} checks passed, {failed} failed")
-            return 1
+        if len(results) != 1 or len(samples) != 1:
+            return None
         acc = json.load(open(results[0]))["results"]["kvik_mc"]["acc,none"]
-        docs = [json.loads(line) for line in open(samples[0])]
-        with open(os.path.join(args.root, "tests/data/lm_eval/kvik_mc.jsonl")) as f:
-            n_items = sum(1 for line in f if line.strip())
-        check(len(docs) == n_items, f"{len(docs)} items scored of {n_items}")
+        return acc, [json.loads(line) for line in open(samples[0])]
+
+    with tempfile.TemporaryDirectory(prefix="kvik-lm-eval-") as tmp:
+        one = run_lm_eval(tmp, 1)
+        # batch_size 4: lm_eval sends a batch of prompts in one request
+        four = run_lm_eval(tmp, 4)
+    if not one or not four:
+        print(f"lm_eval: {passed} checks passed, {failed} failed")
+        return 1
+    acc, docs = one
+    with open(os.path.join(args.root, "tests/data/lm_eval/kvik_mc.jsonl")) as f:
+        n_items = sum(1 for line in f if line.strip())
+    check(len(docs) == n_items, f"{len(docs)} items scored of {n_items}")
+    by_doc = {d["doc_id"]: d["filtered_resps"] for d in four[1]}
+    check(four[0] == acc and all(by_doc.get(d["doc_id"]) == d["filtered_resps"] for d in docs),
+          "batched requests give the same numbers")
 
     worst, right = 0.0, 0
     for d in docs:
