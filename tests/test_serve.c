@@ -950,7 +950,7 @@ TEST(serve_openai_python_client) {
  * echoed prompt logprobs; its per-choice numbers equal the HTTP API's and
  * its accuracy the one they give (tests/serve/lm_eval_test.py). */
 TEST(serve_lm_eval_harness) {
-    char root[1024], python[1024] = "", cmd[3000];
+    char root[1024], python[1024] = "", cmd[4400];
     if (!repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;

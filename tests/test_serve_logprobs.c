@@ -105,7 +105,7 @@ TEST(serve_echo_logprobs_prompt) {
     if (!test_default_model(model, sizeof model)) return;
     struct serve_proc s;
     if (!serve_start(&s, "-t 2 -c 512", 120)) return;
-    char body[4096], ids_json[4096];
+    char body[16384], ids_json[4096];
     static double a[SL_MAX], b[SL_MAX], c[SL_MAX], warm[SL_MAX], ref[SL_MAX];
     int32_t ids[SL_MAX];
     int n = 0;
