@@ -215,10 +215,21 @@ static enum MHD_Result completion(struct fake_openai *f, struct MHD_Connection *
         f->preemptions++;
         pthread_mutex_unlock(&f->mu);
     }
-    if (!stream) {
-        char out[256];
-        snprintf(out, sizeof out, "{\"id\":\"c\",\"object\":\"%s\",\"choices\":[]}",
-                 chat ? "chat.completion" : "text_completion");
+    if (!stream) { /* the same words a stream sends, at once */
+        char words[2048] = "", out[2400];
+        size_t wn = 0;
+        for (int i = 0; i < max_tokens && wn + 16 < sizeof words; i++)
+            wn += (size_t)snprintf(words + wn, sizeof words - wn, " w%d", i);
+        if (chat)
+            snprintf(out, sizeof out,
+                     "{\"id\":\"c\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":"
+                     "{\"role\":\"assistant\",\"content\":\"%s\"},\"finish_reason\":\"length\"}]}",
+                     words);
+        else
+            snprintf(out, sizeof out,
+                     "{\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"%s\","
+                     "\"logprobs\":null,\"finish_reason\":\"length\"}]}",
+                     words);
         return reply(c, 200, "application/json", out);
     }
     struct stream *s = calloc(1, sizeof *s);

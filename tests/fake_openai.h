@@ -7,7 +7,9 @@
  *   GET  /v1/models                               one model, "fake-model"
  *   GET  /metrics                                 kvik_* metrics that count requests
  *
- * A streamed reply has max_tokens content events (" w0", " w1", ...), a
+ * A whole reply has one choice whose text (or message content) is the
+ * max_tokens words " w0 w1 ...", and no logprobs; a streamed reply has
+ * max_tokens content events (" w0", " w1", ...), a
  * finish event, a usage event when stream_options.include_usage is set, and
  * data: [DONE]. Directives in the prompt text change one request:
  *

@@ -868,13 +868,13 @@ static bool repo_root(char *buf, size_t cap) {
     return true;
 }
 
-/* The pinned venv's python (scripts/serve-venv.sh; built once, cached)
- * into python; false with the test skipped (no python or no PyPI: exit
- * 77) or failed. */
-static bool serve_python(const char *root, char *python, size_t len) {
+/* The python of the pinned venv that scripts/SCRIPT builds (once, then
+ * cached) into python; false with the test skipped (no python or no PyPI:
+ * exit 77) or failed. */
+static bool venv_python(const char *root, const char *script, char *python, size_t len) {
     char cmd[2300], errpath[96];
-    snprintf(errpath, sizeof errpath, "/tmp/kvik-serve-venv-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s/scripts/serve-venv.sh' 2>'%s'", root, errpath);
+    snprintf(errpath, sizeof errpath, "/tmp/kvik-venv-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s/scripts/%s' 2>'%s'", root, script, errpath);
     FILE *p = popen(cmd, "r");
     if (!p) {
         test_fail(__FILE__, __LINE__, "popen failed");
@@ -888,7 +888,7 @@ static bool serve_python(const char *root, char *python, size_t len) {
     remove(errpath);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !python[0]) {
         /* the script's own message is the last line of its stderr */
-        const char *last = "scripts/serve-venv.sh failed";
+        const char *last = "building the venv failed";
         if (venv_err) {
             size_t n = strlen(venv_err);
             while (n && venv_err[n - 1] == '\n') venv_err[--n] = 0;
@@ -896,7 +896,7 @@ static bool serve_python(const char *root, char *python, size_t len) {
             if (n) last = nl ? nl + 1 : venv_err;
         }
         static char why[600]; /* test_skip keeps the pointer */
-        snprintf(why, sizeof why, "OpenAI-client test skipped: %s", last);
+        snprintf(why, sizeof why, "skipped (%s): %s", script, last);
         free(venv_err);
         if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
         else test_fail(__FILE__, __LINE__, "%s", why);
@@ -904,6 +904,11 @@ static bool serve_python(const char *root, char *python, size_t len) {
     }
     free(venv_err);
     return true;
+}
+
+/* The OpenAI client's venv (scripts/serve-venv.sh). */
+static bool serve_python(const char *root, char *python, size_t len) {
+    return venv_python(root, "serve-venv.sh", python, len);
 }
 
 /* Runs a client script (a shell command line) and checks it reports no
@@ -937,6 +942,27 @@ TEST(serve_openai_python_client) {
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_client_test.py' --base-url http://127.0.0.1:%d/v1 --api-key py-test-key 2>&1",
              python, root, s.port);
     run_client_script(cmd, "openai_client_test.py");
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
+/* lm-evaluation-harness (lm_eval from PyPI, scripts/lm-eval-venv.sh) runs a
+ * local multiple-choice log-likelihood task against kvik serve through
+ * echoed prompt logprobs; its per-choice numbers equal the HTTP API's and
+ * its accuracy the one they give (tests/serve/lm_eval_test.py). */
+TEST(serve_lm_eval_harness) {
+    char root[1024], python[1024] = "", cmd[4400];
+    if (!repo_root(root, sizeof root)) {
+        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
+        return;
+    }
+    char model[1024];
+    if (!test_default_model(model, sizeof model)) return;
+    if (!venv_python(root, "lm-eval-venv.sh", python, sizeof python)) return;
+    struct serve_proc s;
+    if (!serve_start(&s, "-t 2 -c 512", 120)) return;
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/lm_eval_test.py' --base-url http://127.0.0.1:%d --root '%s' 2>&1",
+             python, root, s.port, root);
+    run_client_script(cmd, "lm_eval_test.py");
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
 

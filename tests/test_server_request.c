@@ -123,9 +123,31 @@ TEST(server_request_completions_prompt_forms) {
     CHECK_EQ_INT(r.n_prompt_ids, 3);
     CHECK_EQ_INT(r.prompt_ids[2], 3);
     api_request_free(&r);
+    /* a batch: strings, or arrays of ids */
+    REQUIRE(parse(COMPL, "{\"prompt\":[\"one\",\"two\",\"three\"]}", &r, &e));
+    CHECK_STR(r.prompt, "one");
+    REQUIRE(r.n_more == 2);
+    CHECK_STR(r.more[0].prompt, "two");
+    CHECK_STR(r.more[1].prompt, "three");
+    api_request_free(&r);
+    REQUIRE(parse(COMPL, "{\"prompt\":[[1,2],[3]]}", &r, &e));
+    CHECK_EQ_INT(r.n_prompt_ids, 2);
+    REQUIRE(r.n_more == 1);
+    CHECK_EQ_INT(r.more[0].n_prompt_ids, 1);
+    CHECK_EQ_INT(r.more[0].prompt_ids[0], 3);
+    api_request_free(&r);
     REQUIRE(parse(COMPL, "{\"prompt\":[[5,6]],\"echo\":true}", &r, &e));
     CHECK_EQ_INT(r.n_prompt_ids, 2);
     CHECK(r.echo);
+    api_request_free(&r);
+    /* echo with logprobs (prompt log-probabilities), and max_tokens 0 to score the prompt only */
+    REQUIRE(parse(COMPL, "{\"prompt\":\"a b\",\"echo\":true,\"logprobs\":5,\"max_tokens\":0}", &r, &e));
+    CHECK(r.echo && r.logprobs && r.score_only);
+    CHECK_EQ_INT(r.top_logprobs, 5);
+    CHECK_EQ_INT(r.max_tokens, 0);
+    api_request_free(&r);
+    REQUIRE(parse(COMPL, "{\"prompt\":\"a b\",\"echo\":true,\"logprobs\":0,\"max_tokens\":1}", &r, &e));
+    CHECK(r.echo && r.logprobs && !r.score_only);
     api_request_free(&r);
     /* a string with \u escapes, including a pair for one astral character */
     REQUIRE(parse(COMPL, "{\"prompt\":\"caf\\u00e9 \\ud83d\\ude00\"}", &r, &e));
@@ -227,12 +249,18 @@ TEST(server_request_rejects_out_of_range_values) {
     /* completions: logprobs is a count */
     EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"logprobs\":true}", 400, "invalid_type", "logprobs");
     EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"logprobs\":21}", 400, "integer_above_max_value", "logprobs");
-    EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"logprobs\":1,\"echo\":true}", 400, "unsupported_parameter", "echo");
+    /* max_tokens 0 only scores an echoed prompt */
+    EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, "invalid_value", "max_tokens");
+    EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"max_tokens\":-1,\"echo\":true}", 400, "integer_below_min_value", "max_tokens");
+    EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"logprobs\":-1,\"echo\":true}", 400, "integer_below_min_value", "logprobs");
     EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"suffix\":\"y\"}", 400, "unsupported_parameter", "suffix");
     EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"best_of\":3}", 400, "unsupported_parameter", "best_of");
     EXPECT_ERROR(COMPL, "{}", 400, "missing_required_parameter", "prompt");
     EXPECT_ERROR(COMPL, "{\"prompt\":[]}", 400, "empty_array", "prompt");
-    EXPECT_ERROR(COMPL, "{\"prompt\":[\"a\",\"b\"]}", 400, "unsupported_value", "prompt");
+    EXPECT_ERROR(COMPL, "{\"prompt\":[\"a\",\"b\"],\"stream\":true}", 400, "unsupported_value", "stream");
+    EXPECT_ERROR(COMPL, "{\"prompt\":[\"a\",[1,2]]}", 400, "invalid_type", "prompt[1]");
+    EXPECT_ERROR(COMPL, "{\"prompt\":[[1],\"b\"]}", 400, "invalid_type", "prompt[1]");
+    EXPECT_ERROR(COMPL, "{\"prompt\":[[1],[2,-1]]}", 400, "integer_below_min_value", "prompt[1][1]");
     EXPECT_ERROR(COMPL, "{\"prompt\":[1,-2]}", 400, "integer_below_min_value", "prompt[1]");
     EXPECT_ERROR(COMPL, "{\"prompt\":[1,\"x\"]}", 400, "invalid_type", "prompt[1]");
     EXPECT_ERROR(COMPL, "{\"prompt\":[1,3000000000]}", 400, "integer_above_max_value", "prompt[1]");

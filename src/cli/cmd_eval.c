@@ -11,6 +11,13 @@
  * the model (as `kvik perplexity` runs its chunks), and the option scores
  * the sum of its tokens' log-probabilities (log-softmax in double).
  *
+ * With --url the same cases run against any OpenAI-compatible server
+ * instead (eval_url.h): generated replies from /v1/completions or
+ * /v1/chat/completions, choice options scored from the prompt
+ * log-probabilities /v1/completions echoes (echo, logprobs, max_tokens 0).
+ * A case the server refuses, or a choice case on a server without echoed
+ * logprobs, fails with the reason; no answer at all ends the run.
+ *
  * Exit status: 0 all ran and the gate held (or no baseline); 1 the gate
  * failed, or a runtime error; 2 bad arguments, or a task or baseline file
  * that does not parse (reported before the model loads).
@@ -20,6 +27,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "cli/eval_url.h"
 #include "cli/gen.h"
 #include "model/kv.h"
 #include "tools/eval.h"
@@ -27,8 +35,11 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik eval [-m MODEL] --tasks FILE.jsonl [options]\n"
+            "usage: kvik eval [-m MODEL | --url URL] --tasks FILE.jsonl [options]\n"
             "  -m PATH          model: a path or a name (kvik list); default $KVIK_MODEL, else smollm2-135m\n"
+            "  --url URL        run the cases against an OpenAI-compatible server (http://HOST:PORT[/v1])\n"
+            "  --api-key KEY    with --url: sent as \"Authorization: Bearer KEY\"\n"
+            "  --model NAME     with --url: the model name to ask for (default: the first of /v1/models)\n"
             "  --tasks FILE     the cases, one JSON object a line (docs/quality.md, \"kvik eval\")\n"
             "  --baseline FILE  results of an earlier run (-o): list the changed cases and gate on them\n"
             "  --max-drop PCT   the largest drop of a tag's pass rate, in points, that passes (default 0)\n"
@@ -44,6 +55,7 @@ static void usage(FILE *f) {
 struct eval_opts {
     struct gen_opts g;
     const char *tasks, *baseline, *out;
+    const char *url, *api_key, *model_name; /* --url, --api-key, --model */
     double max_drop;
     bool json;
 };
@@ -62,7 +74,8 @@ static int parse_args(int argc, char **argv, struct eval_opts *o) {
         }
         bool known = !strcmp(a, "-m") || !strcmp(a, "--tasks") || !strcmp(a, "--baseline") || !strcmp(a, "-o") ||
                      !strcmp(a, "--max-drop") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "--kv-type") ||
-                     !strcmp(a, "--chat-template");
+                     !strcmp(a, "--chat-template") || !strcmp(a, "--url") || !strcmp(a, "--api-key") ||
+                     !strcmp(a, "--model");
         if (!known) {
             fprintf(stderr, "kvik eval: unknown argument '%s' (try kvik eval --help)\n", a);
             return 2;
@@ -79,6 +92,9 @@ static int parse_args(int argc, char **argv, struct eval_opts *o) {
         else if (!strcmp(a, "--baseline")) o->baseline = v;
         else if (!strcmp(a, "-o")) o->out = v;
         else if (!strcmp(a, "--chat-template")) o->g.chat_template = v;
+        else if (!strcmp(a, "--url")) o->url = v;
+        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--model")) o->model_name = v;
         else if (!strcmp(a, "--max-drop")) ok = cli_parse_float(v, 0, 100, &f) && ((o->max_drop = f), 1);
         else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &o->g.threads);
         else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 20, &o->g.n_ctx);
@@ -95,6 +111,14 @@ static int parse_args(int argc, char **argv, struct eval_opts *o) {
         fprintf(stderr, "kvik eval: no task file: --tasks FILE.jsonl (try kvik eval --help)\n");
         return 2;
     }
+    if (o->url && o->g.model) {
+        fprintf(stderr, "kvik eval: -m and --url exclude each other (a local model, or a server)\n");
+        return 2;
+    }
+    if (!o->url && (o->api_key || o->model_name)) {
+        fprintf(stderr, "kvik eval: --api-key and --model go with --url\n");
+        return 2;
+    }
     return -1;
 }
 
@@ -106,6 +130,45 @@ struct outcome {
     double *scores;  // choice: [options.n] log-likelihoods
     const char *why; // a case that could not run: why (static)
 };
+
+/* Runs case c against the server: r's reply or scores and pass; a case
+ * the server refuses (or, for a choice case, cannot score) gets r->why
+ * and its message on stderr. Returns non-OK only when the run cannot go
+ * on (no answer at all, out of memory). */
+static kvik_status url_case(struct eval_url *u, const struct eval_case *c, struct outcome *r, bool *said_no_echo,
+                            struct kvik_err *err) {
+    struct kvik_err e2 = {0};
+    kvik_status st;
+    if (c->check == EVAL_CHECK_CHOICE && !c->prompt) {
+        r->why = "a choice case with messages: --url scores raw prompts only";
+        return KVIK_OK;
+    }
+    if (c->check == EVAL_CHECK_CHOICE) {
+        if (!(r->scores = malloc(sizeof(double) * (size_t)c->options.n)))
+            return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+        st = eval_url_score(u, c, r->scores, &e2);
+        if (!st) r->pass = eval_choice_pass(c, r->scores);
+    } else {
+        st = eval_url_generate(u, c, &r->reply, &r->reply_len, &e2);
+        if (!st) r->pass = eval_check_reply(c, r->reply, r->reply_len);
+    }
+    if (st == KVIK_ERR_INVALID_ARG || st == KVIK_ERR_UNSUPPORTED || st == KVIK_ERR_FORMAT) {
+        free(r->scores);
+        r->scores = NULL;
+        r->pass = false;
+        r->why = st == KVIK_ERR_UNSUPPORTED ? "the server returns no prompt log-probabilities"
+                 : st == KVIK_ERR_FORMAT    ? "the server's answer has no reply"
+                                            : "the server refused the request";
+        if (st != KVIK_ERR_UNSUPPORTED || !*said_no_echo) fprintf(stderr, "kvik eval: case %s: %s\n", c->id, e2.msg);
+        if (st == KVIK_ERR_UNSUPPORTED) *said_no_echo = true;
+        return KVIK_OK;
+    }
+    if (st) {
+        *err = e2;
+        return st;
+    }
+    return KVIK_OK;
+}
 
 /* A case's prompt tokens (BOS as the vocabulary says; control-token text
  * in a raw prompt or a message content stays text); *ids malloc'd. */
@@ -280,6 +343,21 @@ static void print_reply(const char *s, size_t n) {
     fputs(i < n ? "\"..." : "\"", stderr);
 }
 
+/* One line on stderr: pass or FAIL, the case, and why it failed. */
+static void print_outcome(const struct eval_case *c, const struct outcome *r) {
+    fprintf(stderr, "%s %s", r->pass ? "pass" : "FAIL", c->id);
+    if (r->why) fprintf(stderr, ": %s", r->why);
+    else if (!r->pass && r->reply) fputs(": ", stderr), print_reply(r->reply, r->reply_len);
+    else if (!r->pass && r->scores) {
+        int best = c->answer == 0;
+        for (int k = 0; k < c->options.n; k++)
+            if (k != c->answer && r->scores[k] > r->scores[best]) best = k;
+        fprintf(stderr, ": option %d scores %.3f, the answer (%d) %.3f", best, r->scores[best], c->answer,
+                r->scores[c->answer]);
+    }
+    fputc('\n', stderr);
+}
+
 /* Compares with the baseline: prints the changed cases and every tag's
  * rate against its old one; true when no tag (nor the overall rate) drops
  * by more than max_drop points. */
@@ -375,8 +453,22 @@ int cmd_eval(int argc, char **argv) {
     int64_t *n_ids = calloc((size_t)set.n, sizeof *n_ids);
     struct tallies ts = {0};
     int32_t *opt_ids = NULL;
+    struct eval_url *url = NULL;
+    char url_label[4096];
     rc = 1;
     if (!res || !ids || !n_ids) goto nomem;
+    if (o.url) { /* every case against the server */
+        if (!(url = eval_url_new(o.url, o.api_key, o.model_name, &err))) goto fail;
+        snprintf(url_label, sizeof url_label, "%s (model %s)", o.url, eval_url_model(url));
+        path = url_label;
+        fprintf(stderr, "kvik eval: %d cases from %s against %s\n", set.n, o.tasks, url_label);
+        bool said_no_echo = false;
+        for (int i = 0; i < set.n; i++) {
+            if (url_case(url, &set.cases[i], &res[i], &said_no_echo, &err)) goto fail;
+            print_outcome(&set.cases[i], &res[i]);
+        }
+        goto report;
+    }
     if (!gen_opts_check(&o.g, "eval", pathbuf, sizeof pathbuf, &path)) {
         rc = 2;
         goto done;
@@ -458,19 +550,10 @@ int cmd_eval(int argc, char **argv) {
             free(text.buf);
             r->pass = eval_check_reply(c, r->reply, r->reply_len);
         }
-        fprintf(stderr, "%s %s", r->pass ? "pass" : "FAIL", c->id);
-        if (r->why) fprintf(stderr, ": %s", r->why);
-        else if (!r->pass && r->reply) fputs(": ", stderr), print_reply(r->reply, r->reply_len);
-        else if (!r->pass && r->scores) {
-            int best = c->answer == 0;
-            for (int k = 0; k < c->options.n; k++)
-                if (k != c->answer && r->scores[k] > r->scores[best]) best = k;
-            fprintf(stderr, ": option %d scores %.3f, the answer (%d) %.3f", best, r->scores[best], c->answer,
-                    r->scores[c->answer]);
-        }
-        fputc('\n', stderr);
+        print_outcome(c, r);
     }
 
+report:
     if (tally(&ts, &set, res)) goto nomem;
     for (int j = 0; j < ts.n; j++)
         fprintf(stderr, "kvik eval: tag %-16s %3d/%-3d %5.1f%%\n", ts.t[j].tag, ts.t[j].pass, ts.t[j].total,
@@ -502,6 +585,7 @@ fail:
     rc = 1;
 done:
     free(opt_ids);
+    eval_url_free(url);
     free(ts.t);
     for (int i = 0; res && i < set.n; i++) free(res[i].reply), free(res[i].scores);
     for (int i = 0; ids && i < set.n; i++) free(ids[i]);

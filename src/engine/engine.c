@@ -48,8 +48,11 @@ static kvik_status validate(const struct engine *e, const struct engine_request 
     if (!r->on_event) return err_set(err, KVIK_ERR_INVALID_ARG, "engine: request has no event callback");
     if (r->n_prompt < 1 || !r->prompt)
         return err_set(err, KVIK_ERR_INVALID_ARG, "engine: the prompt is empty (at least one token is needed)");
-    if (r->max_tokens < 1)
-        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: max_tokens is %d; it must be at least 1", r->max_tokens);
+    if (r->max_tokens < (r->prompt_logprobs ? 0 : 1))
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: max_tokens is %d; it must be at least %d", r->max_tokens,
+                       r->prompt_logprobs ? 0 : 1);
+    if (r->prompt_logprobs && r->top_logprobs < 0)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "engine: prompt_logprobs needs top_logprobs >= 0");
     if ((int64_t)r->n_prompt + r->max_tokens > e->cfg.n_ctx)
         return err_set(err, KVIK_ERR_INVALID_ARG,
                        "engine: the prompt (%d tokens) plus max_tokens (%d) exceeds the context of %d tokens",
@@ -116,6 +119,8 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
     q->max_tokens = r->max_tokens;
     q->top_logprobs = r->top_logprobs < 0 ? -1 : r->top_logprobs;
     q->ignore_eos = r->ignore_eos;
+    q->prompt_lp = r->prompt_logprobs;
+    q->prompt_lp_next = 1;
     q->salt = engine_prefix_salt(e, r->cache_key);
     q->fn = r->on_event;
     q->user = r->user;
@@ -418,19 +423,20 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     model_ctx_profile(e->ctx, c->profile_tokens);
     e->n_rows = c->max_seqs;
     if (spec_engine_new(e, &e->n_rows, err)) goto fail;
-    size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs, R = (size_t)e->n_rows;
+    size_t T = (size_t)c->max_batch_tokens, S = (size_t)c->max_seqs, R = (size_t)e->n_rows + ENGINE_PROMPT_ROWS;
     e->is_eog = calloc((size_t)e->n_vocab, sizeof *e->is_eog);
     e->smp_scratch = sampler_scratch_new(e->n_vocab, NULL);
     e->running = calloc(S, sizeof *e->running);
     e->by_kv = calloc(S, sizeof *e->by_kv);
     e->samp = calloc(R, sizeof *e->samp);
+    e->row_ppos = calloc(R, sizeof *e->row_ppos);
     e->b_tok = malloc(T * sizeof *e->b_tok);
     e->b_pos = malloc(T * sizeof *e->b_pos);
     e->b_seq = malloc(T * sizeof *e->b_seq);
     e->b_logits = malloc(T * sizeof *e->b_logits);
     e->logits = mem_alloc_aligned(R * (size_t)e->n_vocab * sizeof(float));
     e->argmax = malloc(R * sizeof *e->argmax);
-    if (!e->argmax || !e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
+    if (!e->argmax || !e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->row_ppos || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
         !e->logits) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for step buffers");
         goto fail;
@@ -491,6 +497,7 @@ void engine_free(struct engine *e) {
     free(e->running);
     free(e->by_kv);
     free(e->samp);
+    free(e->row_ppos);
     free(e->b_tok);
     free(e->b_pos);
     free(e->b_seq);

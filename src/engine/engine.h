@@ -166,7 +166,13 @@ struct engine_event {
     /* token events (finish == NONE): the token; final event: the end-of-generation id that
        ended the choice (finish STOP, not emitted as a token event), else -1 */
     int32_t token;
-    float logprob;           /* log-softmax of the raw logits (before penalties and temperature) */
+    int prompt_pos;          /* 0: as above; > 0: a prompt token's event (prompt_logprobs only):
+                                token is prompt[prompt_pos], scored from the logits of the
+                                positions before it; sent for choice 0, once per position, in
+                                order, before any generated token of any choice */
+    float logprob;           /* log-softmax of the raw logits (before penalties and temperature);
+                                also in the final event of a choice an end-of-generation token
+                                ended (with its top alternatives), when top_logprobs >= 0 */
     int n_top;               /* top_logprobs entries filled */
     int32_t top_ids[ENGINE_MAX_TOP_LOGPROBS];
     float top_logprobs[ENGINE_MAX_TOP_LOGPROBS];
@@ -185,12 +191,18 @@ typedef bool (*engine_event_fn)(void *user, const struct engine_event *ev);
 struct engine_request {
     const int32_t *prompt;   /* copied by engine_submit */
     int n_prompt;            /* >= 1 */
-    int max_tokens;          /* >= 1; n_prompt + max_tokens <= n_ctx */
+    int max_tokens;          /* >= 1 (0 with prompt_logprobs: score the prompt only, every choice
+                                then finishes with LENGTH); n_prompt + max_tokens <= n_ctx */
     int n;                   /* choices, 1..max_seqs; they share the prompt's KV blocks */
     struct sampler_params sampling; /* validated; choice i uses seed + i (SAMPLER_SEED_RANDOM: one
                                        seed from the clock, then + i; a sum equal to
                                        SAMPLER_SEED_RANDOM gets 2^32 added) */
     int top_logprobs;        /* 0..ENGINE_MAX_TOP_LOGPROBS; < 0: no logprobs at all */
+    bool prompt_logprobs;    /* also a prompt_pos event for every prompt position 1..n_prompt-1,
+                                with top_logprobs alternatives (top_logprobs >= 0 then). The
+                                prompt is computed in full (no prefix cache attached before its
+                                last scored position), so the numbers do not depend on what is
+                                cached */
     bool ignore_eos;
     uint64_t cache_key;      /* prefix cache isolation: requests share cached blocks only with
                                 requests of the same key (0 is a key like any other) */
@@ -211,6 +223,7 @@ void engine_free(struct engine *e);
  * Queues a request; *id receives its id (never 0). Returns
  *   KVIK_OK;
  *   KVIK_ERR_INVALID_ARG: a bad request (n_prompt + max_tokens > n_ctx,
+ *     max_tokens 0 without prompt_logprobs,
  *     more KV blocks than the whole pool, token out of range, bad sampling
  *     parameters, n or top_logprobs out of range, no callback), message in
  *     err;

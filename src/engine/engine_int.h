@@ -48,6 +48,11 @@
 
 enum eseq_state { ESEQ_PENDING, ESEQ_WAITING, ESEQ_RUNNING, ESEQ_DONE };
 
+/* Logits rows a step may spend on prompt log-probabilities, beyond the
+ * sampling rows: a prompt that wants them is prefilled at most this many
+ * positions per step. */
+enum { ENGINE_PROMPT_ROWS = 64 };
+
 struct ereq;
 
 struct eseq {
@@ -61,6 +66,10 @@ struct eseq {
     int n_fork;          /* choices forked off this one when its prompt is done (choice 0 only) */
     int kv;              /* cache sequence while RUNNING, else -1 */
     int32_t eog_token;   /* the end-of-generation id that ended it; -1: none */
+    float eog_logprob;   /* its log-probability and alternatives (top_logprobs >= 0) */
+    int eog_n_top;
+    int32_t eog_top_ids[ENGINE_MAX_TOP_LOGPROBS];
+    float eog_top_logprobs[ENGINE_MAX_TOP_LOGPROBS];
     struct sampler *smp;
     int64_t t_last;      /* ns of the last token (0: none yet) */
     struct eseq *prev, *next; /* waiting queue */
@@ -71,6 +80,8 @@ struct ereq {
     uint64_t id;         /* also the arrival order */
     int n_prompt, max_tokens, n, top_logprobs;
     bool ignore_eos;
+    bool prompt_lp;      /* prompt log-probability events wanted (engine_request.prompt_logprobs) */
+    int prompt_lp_next;  /* the next prompt position whose event is due (1..n_prompt) */
     uint64_t salt;       /* prefix cache salt (engine_prefix_salt of the request's cache_key) */
     int n_cached;        /* prompt positions attached from the cache at the first admission */
     engine_event_fn fn;
@@ -129,10 +140,15 @@ struct engine {
     /* one step's batch, sized once */
     int32_t *b_tok, *b_pos, *b_seq; /* [max_batch_tokens] */
     bool *b_logits;      /* [max_batch_tokens] */
-    struct eseq **samp;  /* [max_seqs] choices sampling from logits row i */
-    float *logits;       /* [n_rows][n_vocab] */
-    int64_t *argmax;     /* [n_rows] each row's argmax, found by the forward pass (-1: not found) */
-    int n_rows;          /* logits rows a step can ask for: max_seqs, more with speculation */
+    struct eseq **samp;  /* [n_rows + ENGINE_PROMPT_ROWS] the choice logits row i belongs to */
+    int32_t *row_ppos;   /* [n_rows + ENGINE_PROMPT_ROWS] > 0: row i scores that prompt position
+                            (a prompt log-probability row); 0: row i samples */
+    int prompt_rows;     /* this step's prompt log-probability rows so far */
+    float *logits;       /* [n_rows + ENGINE_PROMPT_ROWS][n_vocab] */
+    int64_t *argmax;     /* [n_rows + ENGINE_PROMPT_ROWS] each row's argmax, found by the forward
+                            pass (-1: not found) */
+    int n_rows;          /* sampling logits rows a step can ask for: max_seqs, more with
+                            speculation */
     struct spec_engine *spec; /* speculative decoding (spec_engine.c); NULL: off */
 };
 
@@ -168,7 +184,7 @@ static inline void engine_count_prompt(struct engine *e, struct ereq *r, int a, 
  * decode still has them: it decodes without a draft, and the step forks
  * them when it samples that row (sched.c). */
 static inline bool engine_spec_decode(const struct engine *e, const struct eseq *s) {
-    return e->spec && s->n_fork == 0;
+    return e->spec && s->n_fork == 0 && s->req->max_tokens > 0;
 }
 
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */
@@ -205,6 +221,10 @@ void seq_wait_unlink(struct engine *e, struct eseq *s);
  * pass found it, else -1), records it in the sampler and sends it
  * (seq_send_token). */
 void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now);
+/* Sends the prompt log-probability event of prompt position pos of s's
+ * request from row, the raw logits of position pos - 1 (a no-op unless
+ * pos is the next one due). */
+void seq_send_prompt(struct engine *e, struct eseq *s, int pos, const float *row);
 /* Sends token tok (already recorded in the sampler; row its raw logits):
  * appends it and calls the request's callback, or ends the choice (DONE)
  * on an end-of-generation token, a callback that returns false, or

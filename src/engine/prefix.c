@@ -29,6 +29,8 @@ uint64_t engine_prefix_salt(const struct engine *e, uint64_t cache_key) {
 
 int engine_prefix_attach(struct engine *e, struct eseq *s) {
     if (!e->cfg.prefix_cache) return 0;
+    /* a prompt still owing log-probability events is computed in full */
+    if (s->req->prompt_lp && s->req->prompt_lp_next < s->req->n_prompt) return 0;
     /* the last token is always computed: its logits give the next one */
     return kv_paged_prefix_attach(&e->kv, s->kv, s->tokens, s->n_tokens - 1, s->req->salt);
 }

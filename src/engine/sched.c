@@ -61,12 +61,35 @@ static void preempt(struct engine *e, struct eseq *s) {
 /* Appends positions n_computed..n_computed+n-1 of s to the batch (their
  * blocks are already there). */
 static void add_tokens(struct engine *e, struct eseq *s, int n, int *nb, int *n_samp) {
-    int a = s->n_computed;
+    int a = s->n_computed, b0 = *nb;
+    struct ereq *r = s->req;
     bool last = a + n == s->n_tokens; /* the last position samples */
     engine_batch_add(e, nb, s->kv, a, s->tokens + a, n, last ? 1 : 0);
+    if (r->prompt_lp) { /* position p's logits score prompt token p + 1 */
+        int lo = a > r->prompt_lp_next - 1 ? a : r->prompt_lp_next - 1;
+        int hi = a + n < r->n_prompt - 1 ? a + n : r->n_prompt - 1;
+        for (int p = lo; p < hi; p++) {
+            e->b_logits[b0 + (p - a)] = true;
+            e->row_ppos[*n_samp] = p + 1;
+            e->samp[(*n_samp)++] = s;
+            e->prompt_rows++;
+        }
+    }
     s->n_computed += n;
-    if (last) e->samp[(*n_samp)++] = s;
-    engine_count_prompt(e, s->req, a, n);
+    if (last) {
+        e->row_ppos[*n_samp] = 0;
+        e->samp[(*n_samp)++] = s;
+    }
+    engine_count_prompt(e, r, a, n);
+}
+
+/* want (> 0) cut to what this step's prompt log-probability rows still
+ * allow s to prefill (want itself when s needs none). */
+static int prompt_cap(const struct engine *e, const struct eseq *s, int want) {
+    const struct ereq *r = s->req;
+    if (!r->prompt_lp || s->n_computed >= r->n_prompt - 1 || r->prompt_lp_next >= r->n_prompt) return want;
+    int left = ENGINE_PROMPT_ROWS - e->prompt_rows;
+    return want < left ? want : (left > 0 ? left : 0);
 }
 
 /* The most tokens (<= want) s can add while leaving reserve blocks free
@@ -138,6 +161,8 @@ void sched_step(struct engine *e) {
     if (e->spec) spec_prepare(e);
 rebuild:
     nb = 0, n_samp = 0, budget = e->cfg.max_batch_tokens;
+    e->prompt_rows = 0;
+    memset(e->row_ppos, 0, ((size_t)e->n_rows + ENGINE_PROMPT_ROWS) * sizeof *e->row_ppos);
     /* 1. decode */
     for (int i = 0; i < e->n_running && budget > 0; i++) {
         struct eseq *s = e->running[i];
@@ -167,7 +192,7 @@ rebuild:
         struct eseq *s = e->running[i];
         int left = s->n_tokens - s->n_computed;
         if (left <= 1) continue;
-        int c = fit(e, s, left < budget ? left : budget, 0);
+        int c = fit(e, s, prompt_cap(e, s, left < budget ? left : budget), 0);
         if (c == 0) continue;
         if (!take(e, s, c, &nb, &n_samp)) {
             i--;
@@ -185,7 +210,7 @@ rebuild:
         s->kv = kv;
         s->n_computed = engine_prefix_attach(e, s);
         int left = s->n_tokens - s->n_computed;
-        int c = fit(e, s, left < budget ? left : budget, e->n_running ? e->watermark : 0);
+        int c = fit(e, s, prompt_cap(e, s, left < budget ? left : budget), e->n_running ? e->watermark : 0);
         if (c == 0) {
             kv_paged_seq_close(&e->kv, kv);
             s->kv = -1;
@@ -233,6 +258,14 @@ rebuild:
     for (int j = 0; j < n_samp; j++) {
         struct eseq *s = e->samp[j];
         const float *row = e->logits + (size_t)j * (size_t)e->n_vocab;
+        if (e->row_ppos[j] > 0) { /* a prompt log-probability row */
+            if (s->state == ESEQ_RUNNING) seq_send_prompt(e, s, e->row_ppos[j], row);
+            continue;
+        }
+        if (s->req->max_tokens == 0) { /* the prompt is scored: nothing to generate */
+            if (s->state == ESEQ_RUNNING) seq_finish(e, s, ENGINE_FINISH_LENGTH, NULL);
+            continue;
+        }
         const int32_t *toks = NULL;
         int n_toks = 0, rows = e->spec ? spec_check(e, s, j, &toks, &n_toks) : 0;
         if (rows) { /* a decode with its draft: the kept tokens, one row each */

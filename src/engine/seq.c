@@ -126,6 +126,17 @@ void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t 
     seq_send_token(e, s, tok, row, now);
 }
 
+void seq_send_prompt(struct engine *e, struct eseq *s, int pos, const float *row) {
+    struct ereq *r = s->req;
+    if (pos != r->prompt_lp_next || pos >= r->n_prompt) return;
+    r->prompt_lp_next = pos + 1;
+    struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = ENGINE_FINISH_NONE,
+                              .token = s->tokens[pos], .prompt_pos = pos, .n_prompt = r->n_prompt,
+                              .n_cached = r->n_cached};
+    fill_logprobs(row, e->n_vocab, ev.token, r->top_logprobs, &ev);
+    r->fn(r->user, &ev); /* the answer to a prompt event is ignored */
+}
+
 void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *row, int64_t now) {
     struct ereq *r = s->req;
     e->st.generation_tokens++;
@@ -138,6 +149,14 @@ void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *
     s->t_last = now;
     if (!r->ignore_eos && e->is_eog[tok]) {
         s->eog_token = tok;
+        if (r->top_logprobs >= 0) {
+            struct engine_event lp;
+            fill_logprobs(row, e->n_vocab, tok, r->top_logprobs, &lp);
+            s->eog_logprob = lp.logprob;
+            s->eog_n_top = lp.n_top;
+            memcpy(s->eog_top_ids, lp.top_ids, sizeof lp.top_ids);
+            memcpy(s->eog_top_logprobs, lp.top_logprobs, sizeof lp.top_logprobs);
+        }
         seq_finish(e, s, ENGINE_FINISH_STOP, NULL);
         return;
     }
@@ -148,6 +167,7 @@ void seq_send_token(struct engine *e, struct eseq *s, int32_t tok, const float *
     ev.choice = s->choice;
     ev.finish = ENGINE_FINISH_NONE;
     ev.token = tok;
+    ev.prompt_pos = 0;
     ev.logprob = 0;
     ev.n_top = 0;
     ev.n_prompt = r->n_prompt;
@@ -167,6 +187,12 @@ static void send_final(struct engine *e, struct eseq *s, enum engine_finish why,
     struct engine_event ev = {.request_id = r->id, .choice = s->choice, .finish = why, .token = s->eog_token,
                               .n_prompt = r->n_prompt, .n_generated = s->n_generated, .n_cached = r->n_cached,
                               .error = error};
+    if (s->eog_token >= 0 && r->top_logprobs >= 0) {
+        ev.logprob = s->eog_logprob;
+        ev.n_top = s->eog_n_top;
+        memcpy(ev.top_ids, s->eog_top_ids, sizeof ev.top_ids);
+        memcpy(ev.top_logprobs, s->eog_top_logprobs, sizeof ev.top_logprobs);
+    }
     r->fn(r->user, &ev);
     if (--r->n_live == 0) {
         engine_hist_add(&e->st.e2e, clock_ns() - r->t_submit);

@@ -10,6 +10,8 @@
  *   POST /v1/chat/completions    chat, streaming or not
  *   POST /v1/completions         text completion, streaming or not
  *   POST /tokenize, /detokenize  text <-> token ids
+ *   GET  /tokenizer_info         the special tokens' text (vLLM's route; lm-evaluation-harness's
+ *                                remote tokenizer reads it)
  * With an API key, every route but /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
@@ -85,6 +87,7 @@ enum route {
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_TOKENIZER_INFO,
 };
 
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
@@ -327,57 +330,68 @@ static char *echo_text(const struct server *s, const struct api_request *req, si
     return t;
 }
 
-static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
-    enum api_route route = cs->route == ROUTE_CHAT ? API_ROUTE_CHAT : API_ROUTE_COMPLETIONS;
-    struct api_error e = {0};
-    struct api_request req;
-    if (!api_parse_request(route, cs->body.p, cs->body.len, s->cfg.max_body, &req, &e))
-        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+/* How starting one prompt's job failed (start_job). */
+enum start_result { START_OK, START_ERROR, START_NOMEM, START_UNAVAILABLE };
+
+/* Prepares one prompt of req (tokens, echo, job) and submits it to the
+ * engine; *out is its stream state, the job running. On failure e and
+ * *why say what to answer (START_ERROR), or nothing was started. */
+static enum start_result start_job(struct server *s, struct MHD_Connection *conn, const struct api_request *req,
+                                   struct stream **out, struct api_error *e, enum metrics_reject *why) {
+    *out = NULL;
+    enum api_route route = req->route;
     struct api_prompt pr;
-    if (!api_prepare(&req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, &e)) {
-        api_request_free(&req);
-        bool ctx = e.code && !strcmp(e.code, "context_length_exceeded");
-        return reply_error(s, conn, &e, ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID);
+    if (!api_prepare(req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, e)) {
+        bool ctx = e->code && !strcmp(e->code, "context_length_exceeded");
+        *why = ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID;
+        return START_ERROR;
     }
     /* no max_tokens: the rest of the context, as far as the KV pool reaches */
-    if (!req.max_tokens && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
+    if (!req->max_tokens && !req->score_only && s->pool_tokens > 0 && pr.max_tokens > s->pool_tokens - pr.n)
         pr.max_tokens = s->pool_tokens - pr.n > 1 ? (int)(s->pool_tokens - pr.n) : 1;
     struct stream *st = calloc(1, sizeof *st);
-    struct job *j = job_new(s->tok, req.n, req.logprobs, req.stop, req.n_stop,
+    struct job *j = job_new(s->tok, req->n, req->logprobs, req->stop, req->n_stop,
                             route == API_ROUTE_CHAT && s->chat_strip_space);
     if (!st || !j) {
         free(st);
         if (j) job_engine_gone(j), job_release(j);
         api_prompt_free(&pr);
-        api_request_free(&req);
-        return reply(s, conn, 500, NULL, NULL, 0, false);
+        return START_NOMEM;
     }
     st->s = s;
     st->j = j;
     st->conn = conn;
     resp_ctx_init(&st->rc, route, s->name);
-    st->rc.include_usage = req.include_usage;
-    st->rc.top_logprobs = req.top_logprobs;
+    st->rc.include_usage = req->include_usage;
+    st->rc.top_logprobs = req->top_logprobs;
     st->rc.n_prompt = pr.n;
-    if (req.echo) {
-        st->echo = echo_text(s, &req, &st->rc.echo_len);
+    if (req->echo) {
+        st->echo = echo_text(s, req, &st->rc.echo_len);
         st->rc.echo = st->echo ? st->echo : "";
         if (!st->echo) st->rc.echo_len = 0;
+    }
+    /* echo with logprobs, or a prompt only scored: the engine scores every prompt position */
+    bool prompt_lp = req->echo && (req->logprobs || req->score_only);
+    if (prompt_lp && !job_set_prompt(j, pr.ids, pr.n, st->rc.echo_len)) {
+        job_engine_gone(j), job_release(j);
+        free(st->echo);
+        free(st);
+        api_prompt_free(&pr);
+        return START_NOMEM;
     }
     struct engine_request er = {
         .prompt = pr.ids,
         .n_prompt = pr.n,
         .max_tokens = pr.max_tokens,
-        .n = req.n,
-        .sampling = req.sp,
-        .top_logprobs = req.logprobs ? req.top_logprobs : -1,
-        .ignore_eos = req.ignore_eos,
-        .cache_key = cache_key(s, conn, req.cache_salt),
+        .n = req->n,
+        .sampling = req->sp,
+        .top_logprobs = req->logprobs ? req->top_logprobs : prompt_lp ? 0 : -1,
+        .prompt_logprobs = prompt_lp,
+        .ignore_eos = req->ignore_eos,
+        .cache_key = cache_key(s, conn, req->cache_salt),
         .on_event = job_on_event,
         .user = j,
     };
-    bool stream = req.stream;
-    api_request_free(&req);
     struct kvik_err kerr = {0};
     uint64_t id = 0;
     atomic_fetch_add(&s->inflight, 1);
@@ -390,21 +404,109 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         free(st);
         atomic_fetch_sub(&s->inflight, 1);
         if (kst == KVIK_ERR_BUSY) {
-            if (atomic_load(&s->state) == SRV_DRAINING) return reply_unavailable(s, conn);
-            api_fail(&e, 503, "server_error", "server_overloaded", NULL,
-                     "The server is busy (%s); retry shortly.", kerr.msg[0] ? kerr.msg : "queue full");
-            return reply_error(s, conn, &e, METRICS_REJECT_QUEUE_FULL);
+            if (atomic_load(&s->state) == SRV_DRAINING) return START_UNAVAILABLE;
+            api_fail(e, 503, "server_error", "server_overloaded", NULL, "The server is busy (%s); retry shortly.",
+                     kerr.msg[0] ? kerr.msg : "queue full");
+            *why = METRICS_REJECT_QUEUE_FULL;
+            return START_ERROR;
         }
-        api_fail(&e, kst == KVIK_ERR_INVALID_ARG ? 400 : 500,
-                 kst == KVIK_ERR_INVALID_ARG ? "invalid_request_error" : "server_error", NULL, NULL,
-                 "%s", kerr.msg[0] ? kerr.msg : kvik_status_string(kst));
-        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+        api_fail(e, kst == KVIK_ERR_INVALID_ARG ? 400 : 500,
+                 kst == KVIK_ERR_INVALID_ARG ? "invalid_request_error" : "server_error", NULL, NULL, "%s",
+                 kerr.msg[0] ? kerr.msg : kvik_status_string(kst));
+        *why = METRICS_REJECT_INVALID;
+        return START_ERROR;
     }
     pthread_mutex_lock(&j->mu);
     j->id = id;
     pthread_mutex_unlock(&j->mu);
+    *out = st;
+    return START_OK;
+}
+
+/* Prompt i of a completions batch as a request of its own (shares req's
+ * strings; never freed). */
+static struct api_request batch_prompt(const struct api_request *req, int i) {
+    struct api_request one = *req;
+    if (i > 0) {
+        const struct api_more_prompt *m = &req->more[i - 1];
+        one.prompt = m->prompt;
+        one.prompt_len = m->prompt_len;
+        one.prompt_ids = m->prompt_ids;
+        one.n_prompt_ids = m->n_prompt_ids;
+    }
+    one.more = NULL;
+    one.n_more = 0;
+    return one;
+}
+
+/* The whole responses of a batch's prompts as one: prompt i's choice c is
+ * choice i * n + c (OpenAI's order), usage summed. Takes the bodies. */
+static char *merge_bodies(char **bodies, int k, int n) {
+    json_error_t je;
+    json_t *root = NULL, *choices = json_array();
+    json_int_t sums[4] = {0}; /* prompt, completion, total, cached */
+    bool ok = choices != NULL;
+    for (int i = 0; i < k && ok; i++) {
+        json_t *b = bodies[i] ? json_loads(bodies[i], 0, &je) : NULL;
+        json_t *ch = json_object_get(b, "choices"), *u = json_object_get(b, "usage");
+        ok = b && json_is_array(ch);
+        for (size_t c = 0; ok && c < json_array_size(ch); c++) {
+            json_t *x = json_array_get(ch, c);
+            json_object_set_new(x, "index", json_integer((json_int_t)i * n + (json_int_t)c));
+            json_array_append(choices, x);
+        }
+        sums[0] += json_integer_value(json_object_get(u, "prompt_tokens"));
+        sums[1] += json_integer_value(json_object_get(u, "completion_tokens"));
+        sums[2] += json_integer_value(json_object_get(u, "total_tokens"));
+        sums[3] += json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+        if (i == 0) root = b;
+        else json_decref(b);
+    }
+    char *out = NULL;
+    if (ok) {
+        json_t *u = json_object_get(root, "usage");
+        json_object_set_new(u, "prompt_tokens", json_integer(sums[0]));
+        json_object_set_new(u, "completion_tokens", json_integer(sums[1]));
+        json_object_set_new(u, "total_tokens", json_integer(sums[2]));
+        json_object_set_new(json_object_get(u, "prompt_tokens_details"), "cached_tokens", json_integer(sums[3]));
+        json_object_set(root, "choices", choices);
+        out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9)); /* as response.c prints */
+    }
+    json_decref(choices);
+    json_decref(root);
+    for (int i = 0; i < k; i++) free(bodies[i]);
+    return out;
+}
+
+static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    enum api_route route = cs->route == ROUTE_CHAT ? API_ROUTE_CHAT : API_ROUTE_COMPLETIONS;
+    struct api_error e = {0};
+    struct api_request req;
+    if (!api_parse_request(route, cs->body.p, cs->body.len, s->cfg.max_body, &req, &e))
+        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    /* a completions batch: one job per prompt (not streamed: request.c refuses that) */
+    int k = 1 + req.n_more, n = req.n;
+    struct stream **sts = calloc((size_t)k, sizeof *sts);
+    enum start_result sr = sts ? START_OK : START_NOMEM;
+    enum metrics_reject why = METRICS_REJECT_INVALID;
+    for (int i = 0; i < k && sr == START_OK; i++) {
+        struct api_request one = batch_prompt(&req, i);
+        sr = start_job(s, conn, &one, &sts[i], &e, &why);
+    }
+    bool stream = req.stream;
+    api_request_free(&req);
+    if (sr != START_OK) {
+        for (int i = 0; sts && i < k; i++)
+            if (sts[i]) stream_free(sts[i]); /* cancels what started */
+        free(sts);
+        if (sr == START_UNAVAILABLE) return reply_unavailable(s, conn);
+        if (sr == START_NOMEM) return reply(s, conn, 500, NULL, NULL, 0, false);
+        return reply_error(s, conn, &e, why);
+    }
 
     if (stream) {
+        struct stream *st = sts[0];
+        free(sts);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
         if (!r) {
             stream_free(st);
@@ -419,23 +521,34 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         return ret;
     }
 
-    /* whole response: wait for every choice, watching for the client leaving */
-    pthread_mutex_lock(&j->mu);
-    bool gone = false;
-    while (!job_all_done(j) && !gone) gone = !job_wait(j, conn, 100, &st->checked);
-    char *body = NULL;
-    bool failed = false;
+    /* whole response: wait for every choice of every prompt, watching for the client leaving */
+    char **bodies = calloc((size_t)k, sizeof *bodies);
+    bool gone = false, failed = false, nomem = !bodies;
     char errmsg[200] = "";
-    if (!gone) {
-        for (int i = 0; i < j->n; i++)
-            if (j->ch[i].finish == ENGINE_FINISH_ERROR) {
-                failed = true;
-                snprintf(errmsg, sizeof errmsg, "%s", j->ch[i].error);
-            }
-        if (!failed) body = resp_full(&st->rc, j);
+    for (int i = 0; i < k && !gone && !failed && !nomem; i++) {
+        struct job *j = sts[i]->j;
+        pthread_mutex_lock(&j->mu);
+        while (!job_all_done(j) && !gone) gone = !job_wait(j, conn, 100, &sts[i]->checked);
+        if (!gone) {
+            for (int c = 0; c < j->n; c++)
+                if (j->ch[c].finish == ENGINE_FINISH_ERROR) {
+                    failed = true;
+                    snprintf(errmsg, sizeof errmsg, "%s", j->ch[c].error);
+                }
+            if (!failed) nomem = !(bodies[i] = resp_full(&sts[i]->rc, j));
+        }
+        pthread_mutex_unlock(&j->mu);
     }
-    pthread_mutex_unlock(&j->mu);
-    stream_free(st); /* cancels if the client left */
+    for (int i = 0; i < k; i++) stream_free(sts[i]); /* cancels if the client left or another failed */
+    free(sts);
+    char *body = NULL;
+    if (!gone && !failed && !nomem) {
+        body = k == 1 ? bodies[0] : merge_bodies(bodies, k, n);
+        if (k == 1) bodies[0] = NULL;
+    } else {
+        for (int i = 0; bodies && i < k; i++) free(bodies[i]);
+    }
+    free(bodies);
     if (gone) return MHD_NO;
     if (failed) {
         api_fail(&e, 500, "server_error", NULL, NULL, "Generation failed: %s", errmsg);
@@ -498,7 +611,31 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
     if (!text) return reply(s, conn, 500, NULL, NULL, 0, false);
     json_t *root = json_object();
     json_object_set_new(root, "content", json_stringn(text, len));
+    json_object_set_new(root, "prompt", json_stringn(text, len)); /* vLLM's name */
     free(text);
+    return reply_json(s, conn, MHD_HTTP_OK, root);
+}
+
+/* The text of special token id (render_special), or JSON null for -1. */
+static json_t *special_json(const struct server *s, int32_t id) {
+    if (id < 0 || id >= tokenizer_n_vocab(s->tok)) return json_null();
+    char buf[256];
+    size_t n = job_token_bytes(s->tok, id, buf, sizeof buf);
+    size_t len;
+    char *t = api_utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf, &len);
+    json_t *v = t ? json_stringn(t, len) : NULL;
+    free(t);
+    return v ? v : json_null();
+}
+
+static enum MHD_Result handle_tokenizer_info(struct server *s, struct MHD_Connection *conn) {
+    json_t *root = json_object();
+    json_object_set_new(root, "eos_token", special_json(s, tokenizer_eos(s->tok)));
+    json_object_set_new(root, "bos_token", special_json(s, tokenizer_bos(s->tok)));
+    json_object_set_new(root, "pad_token", json_null());
+    json_object_set_new(root, "add_bos_token", json_boolean(tokenizer_add_bos(s->tok)));
+    json_object_set_new(root, "vocab_size", json_integer(tokenizer_n_vocab(s->tok)));
+    json_object_set_new(root, "max_model_len", json_integer(s->n_ctx));
     return reply_json(s, conn, MHD_HTTP_OK, root);
 }
 
@@ -561,6 +698,7 @@ static const struct route_def routes[] = {
     {"/v1/completions", false, "POST", ROUTE_COMPLETIONS, true, true},
     {"/tokenize", false, "POST", ROUTE_TOKENIZE, true, true},
     {"/detokenize", false, "POST", ROUTE_DETOKENIZE, true, true},
+    {"/tokenizer_info", false, "GET", ROUTE_TOKENIZER_INFO, true, true},
 };
 
 static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
@@ -697,6 +835,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case ROUTE_COMPLETIONS: return handle_generate(s, conn, cs);
     case ROUTE_TOKENIZE: return handle_tokenize(s, conn, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, cs);
+    case ROUTE_TOKENIZER_INFO: return handle_tokenizer_info(s, conn);
     default: return MHD_NO;
     }
 }

@@ -1,6 +1,7 @@
 /*
  * job.c — engine events -> text, stop strings and logprob records (see job.h).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -47,7 +48,29 @@ fail:
     return NULL;
 }
 
+bool job_set_prompt(struct job *j, const int32_t *ids, int n, size_t echo_len) {
+    j->prompt_lp = true;
+    if (n < 1 || !(j->ptoks = calloc((size_t)n, sizeof *j->ptoks))) return false;
+    char buf[512];
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        struct job_token *t = &j->ptoks[i];
+        t->id = ids[i];
+        t->logprob = NAN;
+        t->n_top = -1;
+        int64_t k = tokenizer_decode_piece(j->tok, ids[i], buf, sizeof buf, false);
+        t->start = off < echo_len ? off : echo_len;
+        off += k > 0 ? (size_t)k : 0;
+        t->end = off < echo_len ? off : echo_len;
+    }
+    j->n_ptoks_all = n;
+    j->n_ptoks = 1;
+    j->prompt_done = n == 1;
+    return true;
+}
+
 static void job_free(struct job *j) {
+    free(j->ptoks);
     for (int c = 0; c < j->n && j->ch; c++) {
         free(j->ch[c].text);
         free(j->ch[c].toks);
@@ -134,9 +157,20 @@ bool job_on_event(void *user, const struct engine_event *ev) {
     pthread_mutex_lock(&j->mu);
     struct job_choice *c = &j->ch[ev->choice];
     bool go_on = true, last = false;
-    if (c->done) {
+    if (ev->finish == ENGINE_FINISH_NONE && ev->prompt_pos > 0) {
+        /* a prompt token's log-probability: kept in order, once each */
+        if (j->prompt_lp && ev->prompt_pos == j->n_ptoks && j->n_ptoks < j->n_ptoks_all) {
+            struct job_token *t = &j->ptoks[j->n_ptoks++];
+            t->logprob = ev->logprob;
+            t->n_top = ev->n_top < 0 ? 0 : ev->n_top > ENGINE_MAX_TOP_LOGPROBS ? ENGINE_MAX_TOP_LOGPROBS : ev->n_top;
+            memcpy(t->top_ids, ev->top_ids, sizeof t->top_ids);
+            memcpy(t->top_logprobs, ev->top_logprobs, sizeof t->top_logprobs);
+            if (j->n_ptoks == j->n_ptoks_all) j->prompt_done = true;
+        }
+    } else if (c->done) {
         go_on = false; /* a second final event: ignore */
     } else if (ev->finish == ENGINE_FINISH_NONE) {
+        j->prompt_done = true;
         if (c->stop_matched || j->overflow) {
             go_on = false;
         } else {
@@ -150,6 +184,13 @@ bool job_on_event(void *user, const struct engine_event *ev) {
                 c->toks[c->n_toks - 1].end = c->len;
         }
     } else {
+        j->prompt_done = true;
+        /* an end-of-generation token that ended the choice is reported with
+         * echoed prompt log-probabilities (OpenAI's legacy completions list
+         * it), its logprob given in the final event */
+        if (j->logprobs && j->prompt_lp && ev->finish == ENGINE_FINISH_STOP && ev->token >= 0 &&
+            !c->stop_matched && !j->overflow && !record_token(c, ev, c->len))
+            j->overflow = true;
         /* the end of this choice: what the detokenizer holds comes out
          * (as U+FFFD) unless a stop string already ended the text */
         if (!c->stop_matched && !j->overflow) {
@@ -171,6 +212,7 @@ bool job_on_event(void *user, const struct engine_event *ev) {
         /* tokens that gave only stopped or no text at the end are not reported */
         int keep = 0;
         while (keep < c->n_toks && c->toks[keep].start < c->len) keep++;
+        if (j->prompt_lp && !c->stop_matched) keep = c->n_toks; /* no-text tokens too */
         c->toks_final = keep;
         for (int i = 0; i < keep; i++)
             if (c->toks[i].end > c->len) c->toks[i].end = c->len;

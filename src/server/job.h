@@ -24,11 +24,11 @@
 #include "server/stop.h"
 #include "tokenizer/tokenizer.h"
 
-/* One generated token, for logprobs. */
+/* One generated token, for logprobs (or one prompt token: job.ptoks). */
 struct job_token {
     int32_t id;
-    float logprob;
-    int n_top;
+    float logprob;           /* NaN: none (the first prompt token) */
+    int n_top;               /* < 0: none (the first prompt token) */
     int32_t top_ids[ENGINE_MAX_TOP_LOGPROBS];
     float top_logprobs[ENGINE_MAX_TOP_LOGPROBS];
     size_t start, end; /* its bytes in the choice's text (end: text length after it) */
@@ -63,6 +63,12 @@ struct job {
     size_t *stop_len;
     struct stop_set stops;
     bool logprobs;
+    bool prompt_lp;          /* the engine sends prompt log-probabilities (echo with logprobs) */
+    struct job_token *ptoks; /* [n_ptoks_all] (prompt_lp, after job_set_prompt) the prompt's tokens;
+                                start/end: their bytes in the echoed text; ptoks[0] has no
+                                logprob, ptoks[1..n_ptoks) came from the engine */
+    int n_ptoks, n_ptoks_all;
+    bool prompt_done;        /* every prompt event is in (or none will come) */
     int n;
     struct job_choice *ch;  /* [n] */
     int n_done;
@@ -78,6 +84,11 @@ struct job {
  * of memory. */
 struct job *job_new(const struct tokenizer *tok, int n, bool logprobs, char *const *stop,
                     int n_stop, bool strip_space);
+
+/* prompt_lp: takes the prompt's ids (ids[0..n)) before engine_submit; the
+ * tokens' offsets are counted in the text of their pieces, at most
+ * echo_len. False if out of memory. */
+bool job_set_prompt(struct job *j, const int32_t *ids, int n, size_t echo_len);
 
 /* The engine callback (engine_event_fn); user is the job. */
 bool job_on_event(void *user, const struct engine_event *ev);

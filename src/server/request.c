@@ -360,16 +360,29 @@ static bool parse_prompt(json_t *root, struct api_request *r, struct api_error *
                         "Invalid 'prompt': empty array. Expected a string or a non-empty array.");
     json_t *first = json_array_get(p, 0);
     if (json_is_string(first) || json_is_array(first)) {
-        /* a batch of prompts: kvik takes one prompt per request */
-        if (n > 1)
-            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "prompt",
-                            "Invalid 'prompt': batches of %zu prompts are not supported; send one prompt per request.",
-                            n);
-        if (json_is_string(first)) {
-            r->prompt = dup_string(first, &r->prompt_len);
-            return r->prompt ? true : nomem(e);
+        /* a batch: strings, or arrays of token ids */
+        if (n > API_MAX_PROMPTS)
+            return api_fail(e, 400, "invalid_request_error", "array_above_max_length", "prompt",
+                            "Invalid 'prompt': a batch of %zu prompts; at most %d.", n, API_MAX_PROMPTS);
+        if (n > 1 && !(r->more = calloc(n - 1, sizeof *r->more))) return nomem(e);
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(p, i);
+            char param[32];
+            snprintf(param, sizeof param, "prompt[%zu]", i);
+            char **text = i ? &r->more[i - 1].prompt : &r->prompt;
+            size_t *len = i ? &r->more[i - 1].prompt_len : &r->prompt_len;
+            int32_t **ids = i ? &r->more[i - 1].prompt_ids : &r->prompt_ids;
+            int *n_ids = i ? &r->more[i - 1].n_prompt_ids : &r->n_prompt_ids;
+            if (i) r->n_more = (int)i;
+            if (json_is_string(first) != json_is_string(v) || (!json_is_string(v) && !json_is_array(v)))
+                return type_error(e, param, json_is_string(first) ? "a string" : "an array of token ids", v);
+            if (json_is_string(v)) {
+                if (!(*text = dup_string(v, len))) return nomem(e);
+            } else if (!parse_ids(v, param, ids, n_ids, e)) {
+                return false;
+            }
         }
-        return parse_ids(first, "prompt[0]", &r->prompt_ids, &r->n_prompt_ids, e);
+        return true;
     }
     return parse_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, e);
 }
@@ -443,8 +456,9 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     long long x;
     int st;
     /* max_completion_tokens (chat) wins over the older max_tokens */
-    if ((st = get_int(root, "max_tokens", 1, 1 << 24, &x, e)) == FIELD_BAD) return false;
+    if ((st = get_int(root, "max_tokens", chat ? 1 : 0, 1 << 24, &x, e)) == FIELD_BAD) return false;
     if (st == FIELD_OK) r->max_tokens = (int)x;
+    r->score_only = st == FIELD_OK && x == 0;
     if (chat) {
         if ((st = get_int(root, "max_completion_tokens", 1, 1 << 24, &x, e)) == FIELD_BAD) return false;
         if (st == FIELD_OK) r->max_tokens = (int)x;
@@ -503,8 +517,13 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
         if ((st = get_int(root, "logprobs", 0, API_MAX_TOP_LOGPROBS, &x, e)) == FIELD_BAD) return false;
         if (st == FIELD_OK) r->logprobs = true, r->top_logprobs = (int)x;
         if (get_bool(root, "echo", &r->echo, e) == FIELD_BAD) return false;
-        if (r->echo && r->logprobs)
-            return unsupported(e, "echo", "together with 'logprobs' is not supported (no prompt logprobs)");
+        if (r->n_more && r->stream)
+            return api_fail(e, 400, "invalid_request_error", "unsupported_value", "stream",
+                            "Streaming a batch of %d prompts is not supported; send one prompt per request to stream.",
+                            r->n_more + 1);
+        if (r->score_only && !r->echo)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "max_tokens",
+                            "Invalid 'max_tokens': 0 is allowed only with 'echo' (the prompt is scored, nothing is generated).");
     }
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) == FIELD_BAD) return false;
     if (!parse_stop(root, r, e)) return false;
@@ -532,6 +551,8 @@ void api_request_free(struct api_request *r) {
     free(r->msgs);
     free(r->prompt);
     free(r->prompt_ids);
+    for (int i = 0; i < r->n_more; i++) free(r->more[i].prompt), free(r->more[i].prompt_ids);
+    free(r->more);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->user);
@@ -615,7 +636,7 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
         return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
                         "Invalid '%s': the prompt is empty (it encodes to no tokens).", param);
     }
-    int64_t want = r->max_tokens ? r->max_tokens : 1;
+    int64_t want = r->score_only ? 0 : r->max_tokens ? r->max_tokens : 1;
     if ((int64_t)out->n + want > n_ctx) {
         int n = out->n;
         api_prompt_free(out);
@@ -628,7 +649,7 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
                         "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens. Please reduce the length of the %s.",
                         n_ctx, param, n, param);
     }
-    out->max_tokens = r->max_tokens ? r->max_tokens : n_ctx - out->n;
+    out->max_tokens = r->score_only ? 0 : r->max_tokens ? r->max_tokens : n_ctx - out->n;
     return true;
 }
 
@@ -656,6 +677,7 @@ bool api_parse_tokenize(const char *body, size_t len, size_t max_body, struct ap
     else if (!(t->text = dup_string(v, &t->len)))
         nomem(e);
     else if (get_bool(root, "add_special", &t->add_special, e) != FIELD_BAD &&
+             get_bool(root, "add_special_tokens", &t->add_special, e) != FIELD_BAD && /* vLLM's name */
              get_bool(root, "parse_special", &t->parse_special, e) != FIELD_BAD)
         ok = true;
     json_decref(root);

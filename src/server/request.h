@@ -34,6 +34,7 @@ enum {
     API_MAX_TOP_LOGPROBS = 20,      /* chat top_logprobs; completions logprobs */
     API_MAX_MESSAGES = 4096,        /* chat messages */
     API_MAX_DETOKENIZE = 1 << 20,   /* ids in one /detokenize body */
+    API_MAX_PROMPTS = 64,           /* prompts in one completions batch */
 };
 
 enum api_route {
@@ -56,6 +57,14 @@ bool api_fail(struct api_error *e, int status, const char *type, const char *cod
 /* The error as a JSON body (malloc'd, NUL-terminated); NULL if out of memory. */
 char *api_error_json(const struct api_error *e);
 
+/* One more prompt of a completions batch: text, or token ids. */
+struct api_more_prompt {
+    char *prompt;              /* NULL when ids are given */
+    size_t prompt_len;
+    int32_t *prompt_ids;
+    int n_prompt_ids;
+};
+
 struct api_request {
     enum api_route route;
     char *model;               /* NULL: not given */
@@ -67,9 +76,14 @@ struct api_request {
     size_t prompt_len;
     int32_t *prompt_ids;       /* [n_prompt_ids] (not yet checked against the vocabulary) */
     int n_prompt_ids;
-    bool echo;                 /* completions: the prompt's text starts each choice */
+    struct api_more_prompt *more; /* completions batch: prompts 2..1+n_more (the first is above) */
+    int n_more;
+    bool echo;                 /* completions: the prompt's text starts each choice; with
+                                  logprobs, the prompt's tokens start the logprobs lists */
     /* generation */
-    int max_tokens;            /* 0: not given (the rest of the context) */
+    int max_tokens;            /* 0: not given (the rest of the context), or score_only */
+    bool score_only;           /* completions: max_tokens 0 with echo: the prompt is scored
+                                  (echoed with its logprobs), nothing is generated */
     int n;                     /* choices, 1..API_MAX_N */
     bool stream;
     bool include_usage;        /* stream_options.include_usage */
@@ -95,7 +109,7 @@ void api_request_free(struct api_request *r);
 struct api_prompt {
     int32_t *ids;   /* [n] malloc'd */
     int n;
-    int max_tokens; /* resolved: given, or n_ctx - n */
+    int max_tokens; /* resolved: given, or n_ctx - n; 0: score_only */
 };
 
 /*

@@ -95,9 +95,42 @@ static json_t *chat_tok(const struct tokenizer *tok, int32_t id, float lp, char 
     return o;
 }
 
-/* Logprobs of toks[0..n) in the route's shape. */
-static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *tok,
-                             const struct job_token *toks, int n) {
+/* The completions shape's four lists, appended to: toks[0..n), their text
+ * offsets start + base. A token with n_top < 0 (the first prompt token)
+ * has null logprob and alternatives. */
+static void legacy_append(const struct resp_ctx *rc, const struct tokenizer *tok, const struct job_token *toks,
+                          int n, size_t base, json_t *tokens, json_t *lps, json_t *tops, json_t *offs) {
+    char buf[512];
+    int top = rc->top_logprobs;
+    for (int i = 0; i < n; i++) {
+        const struct job_token *t = &toks[i];
+        size_t len = job_token_bytes(tok, t->id, buf, sizeof buf);
+        json_array_append_new(tokens, str_lossy(buf, len < sizeof buf ? len : sizeof buf));
+        json_array_append_new(offs, json_integer((json_int_t)(t->start + base)));
+        if (t->n_top < 0) {
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_array_append_new(lps, lp_json(t->logprob));
+        json_t *alts = json_object();
+        for (int k = 0; k < t->n_top && k < top; k++) {
+            size_t m = job_token_bytes(tok, t->top_ids[k], buf, sizeof buf - 1);
+            if (m > sizeof buf - 1) m = sizeof buf - 1;
+            size_t clen;
+            char *key = api_utf8_sanitize(buf, m, &clen);
+            if (key && !memchr(key, 0, clen) && !json_object_get(alts, key))
+                json_object_set_new(alts, key, lp_json(t->top_logprobs[k]));
+            free(key);
+        }
+        json_array_append_new(tops, alts);
+    }
+}
+
+/* Logprobs of toks[0..n) in the route's shape; completions with echoed
+ * prompt log-probabilities: the prompt's tokens ptoks[0..n_p) first. */
+static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *tok, const struct job_token *ptoks,
+                             int n_p, const struct job_token *toks, int n) {
     char buf[512];
     int top = rc->top_logprobs;
     if (rc->route == API_ROUTE_CHAT) {
@@ -117,24 +150,8 @@ static json_t *logprobs_json(const struct resp_ctx *rc, const struct tokenizer *
         return lp;
     }
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-    for (int i = 0; i < n; i++) {
-        const struct job_token *t = &toks[i];
-        size_t len = job_token_bytes(tok, t->id, buf, sizeof buf);
-        json_array_append_new(tokens, str_lossy(buf, len < sizeof buf ? len : sizeof buf));
-        json_array_append_new(lps, lp_json(t->logprob));
-        json_t *alts = json_object();
-        for (int k = 0; k < t->n_top && k < top; k++) {
-            size_t m = job_token_bytes(tok, t->top_ids[k], buf, sizeof buf - 1);
-            if (m > sizeof buf - 1) m = sizeof buf - 1;
-            size_t clen;
-            char *key = api_utf8_sanitize(buf, m, &clen);
-            if (key && !memchr(key, 0, clen) && !json_object_get(alts, key))
-                json_object_set_new(alts, key, lp_json(t->top_logprobs[k]));
-            free(key);
-        }
-        json_array_append_new(tops, alts);
-        json_array_append_new(offs, json_integer((json_int_t)(t->start + rc->echo_len)));
-    }
+    if (ptoks) legacy_append(rc, tok, ptoks, n_p, 0, tokens, lps, tops, offs);
+    legacy_append(rc, tok, toks, n, rc->echo_len, tokens, lps, tops, offs);
     json_t *lp = json_object();
     json_object_set_new(lp, "tokens", tokens);
     json_object_set_new(lp, "token_logprobs", lps);
@@ -203,7 +220,9 @@ char *resp_full(const struct resp_ctx *rc, struct job *j) {
             json_object_set_new(ch, "text", text_json(t.p, t.len));
             sbuf_free(&t);
         }
-        json_object_set_new(ch, "logprobs", j->logprobs ? logprobs_json(rc, j->tok, c->toks, c->toks_final) : json_null());
+        json_object_set_new(ch, "logprobs", j->logprobs ? logprobs_json(rc, j->tok, rc->echo ? j->ptoks : NULL, j->n_ptoks,
+                                                                        c->toks, c->toks_final)
+                                                        : json_null());
         json_object_set_new(ch, "finish_reason", json_string(resp_finish_reason(c->finish)));
         json_array_append_new(choices, ch);
     }
@@ -232,8 +251,8 @@ static void emit(struct sbuf *out, json_t *root) {
 /* One chunk with one choice: text (NULL: none), logprobs of toks[0..n_toks)
  * (toks NULL: none), finish reason (NULL: none). */
 static json_t *chunk_json(const struct resp_ctx *rc, const struct tokenizer *tok, int index,
-                          const char *text, size_t len, bool role, const struct job_token *toks,
-                          int n_toks, const char *finish) {
+                          const char *text, size_t len, bool role, const struct job_token *ptoks, int n_p,
+                          const struct job_token *toks, int n_toks, const char *finish) {
     json_t *root = envelope(rc, true), *choices = json_array(), *ch = json_object();
     json_object_set_new(ch, "index", json_integer(index));
     if (rc->route == API_ROUTE_CHAT) {
@@ -244,7 +263,7 @@ static json_t *chunk_json(const struct resp_ctx *rc, const struct tokenizer *tok
     } else {
         json_object_set_new(ch, "text", text_json(text ? text : "", text ? len : 0));
     }
-    json_object_set_new(ch, "logprobs", toks ? logprobs_json(rc, tok, toks, n_toks) : json_null());
+    json_object_set_new(ch, "logprobs", toks || ptoks ? logprobs_json(rc, tok, ptoks, n_p, toks, n_toks) : json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_array_append_new(choices, ch);
     json_object_set_new(root, "choices", choices);
@@ -256,6 +275,12 @@ bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step
     memset(st, 0, sizeof *st);
     st->tok = j->tok;
     st->logprobs = j->logprobs;
+    /* echoed prompt log-probabilities go out with the echo, once all are in */
+    if (j->prompt_lp && !j->prompt_done) return false;
+    if (j->prompt_lp && j->logprobs && rc->echo) {
+        st->ptoks = j->ptoks;
+        st->n_ptoks = j->n_ptoks;
+    }
     if (!(st->d = calloc((size_t)j->n, sizeof *st->d))) {
         st->failed = true;
         return true;
@@ -313,13 +338,14 @@ void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, s
         const struct resp_delta *d = &st->d[k];
         if (d->first) {
             if (rc->route == API_ROUTE_CHAT)
-                emit(out, chunk_json(rc, st->tok, d->index, "", 0, true, NULL, 0, NULL));
-            else if (rc->echo && rc->echo_len)
-                emit(out, chunk_json(rc, st->tok, d->index, rc->echo, rc->echo_len, false, NULL, 0, NULL));
+                emit(out, chunk_json(rc, st->tok, d->index, "", 0, true, NULL, 0, NULL, 0, NULL));
+            else if (rc->echo && (rc->echo_len || st->ptoks))
+                emit(out, chunk_json(rc, st->tok, d->index, rc->echo, rc->echo_len, false, st->ptoks, st->n_ptoks,
+                                     NULL, 0, NULL));
         }
         if (d->len || d->n_toks)
             emit(out, chunk_json(rc, st->tok, d->index, d->text ? d->text : "", d->len, false,
-                                 st->logprobs && d->n_toks ? d->toks : NULL, d->n_toks, NULL));
+                                 NULL, 0, st->logprobs && d->n_toks ? d->toks : NULL, d->n_toks, NULL));
         if (d->finish) {
             if (d->reason == ENGINE_FINISH_ERROR) {
                 struct api_error e;
@@ -333,7 +359,7 @@ void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, s
                 }
             }
             emit(out, chunk_json(rc, st->tok, d->index, rc->route == API_ROUTE_CHAT ? NULL : "", 0, false,
-                                 NULL, 0, resp_finish_reason(d->reason)));
+                                 NULL, 0, NULL, 0, resp_finish_reason(d->reason)));
         }
     }
     if (!st->complete) return;

@@ -81,6 +81,10 @@ struct resp_usage {
 struct resp_step {
     const struct tokenizer *tok;
     bool logprobs;
+    const struct job_token *ptoks; /* echoed prompt log-probabilities (the job's, fixed once
+                                      prompt_done; the stream holds the job): [n_ptoks]; NULL:
+                                      none */
+    int n_ptoks;
     struct resp_delta *d;       /* [n] */
     int n;
     bool complete;              /* every choice has sent its finish: usage, [DONE] */

@@ -68,6 +68,14 @@ static void check_request(const struct api_request *r) {
         if (r->prompt) check_stops(r, r->prompt, r->prompt_len);
         for (int i = 0; i < r->n_prompt_ids; i++)
             if (r->prompt_ids[i] < 0) __builtin_trap();
+        /* a batch: every further prompt of the first one's kind */
+        if (r->n_more < 0 || r->n_more >= API_MAX_PROMPTS || (r->n_more && (!r->more || r->stream))) __builtin_trap();
+        for (int k = 0; k < r->n_more; k++) {
+            const struct api_more_prompt *m = &r->more[k];
+            if (!m->prompt == !m->prompt_ids || !m->prompt != !r->prompt) __builtin_trap();
+            for (int i = 0; i < m->n_prompt_ids; i++)
+                if (m->prompt_ids[i] < 0) __builtin_trap();
+        }
     }
 }
 

@@ -125,6 +125,36 @@ def main():
             if ch.choices)
         assert streamed == c.text, (streamed, c.text)
 
+    @check("completions, echo with logprobs: the prompt's log-probabilities")
+    def _():
+        prompt = "The capital of France is"
+        r = client.completions.create(model=model, prompt=prompt, max_tokens=0, echo=True, logprobs=3)
+        c = r.choices[0]
+        lp = c.logprobs
+        assert c.text == prompt and c.finish_reason == "length" and r.usage.completion_tokens == 0, c
+        n = len(lp.tokens)
+        assert n == r.usage.prompt_tokens == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset)
+        assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None and lp.text_offset[0] == 0
+        assert all(x <= 0 for x in lp.token_logprobs[1:])
+        assert all(1 <= len(t) <= 3 for t in lp.top_logprobs[1:])
+        assert "".join(lp.tokens) == prompt
+        # one generated token after the prompt, as lm-evaluation-harness asks (max_tokens 1)
+        g = client.completions.create(model=model, prompt=prompt, max_tokens=1, echo=True, logprobs=1,
+                                      temperature=0)
+        gl = g.choices[0].logprobs
+        assert len(gl.tokens) == n + 1 and gl.token_logprobs[:n] == lp.token_logprobs, (gl, lp)
+        assert g.choices[0].text.startswith(prompt)
+        # streamed: the first chunk is the prompt with its logprobs
+        chunks = [ch for ch in client.completions.create(model=model, prompt=prompt, max_tokens=2, echo=True,
+                                                         logprobs=1, temperature=0, stream=True) if ch.choices]
+        first = chunks[0].choices[0]
+        assert first.text == prompt and first.logprobs.token_logprobs == lp.token_logprobs, first
+        try:
+            client.completions.create(model=model, prompt=prompt, max_tokens=0)
+            raise AssertionError("max_tokens 0 without echo accepted")
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and e.body["param"] == "max_tokens", e.body
+
     @check("completions, stop and n")
     def _():
         r = client.completions.create(model=model, prompt="1, 2, 3, 4,", max_tokens=12, temperature=0)
