@@ -10,7 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "api/api.h"
+#include "base/base.h"
 #include "test.h"
 
 static struct test_case *g_head, **g_tail = &g_head;
@@ -184,3 +187,54 @@ int main(int argc, char **argv) {
         printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+/* The corpus file english.txt: $KVIK_CORPUS or ~/.cache/kvik/corpus,
+ * fetched with scripts/fetch-corpus.sh when it is not there; NULL with
+ * the test failed when it cannot be had. */
+static const char *corpus_english(char *buf, size_t len) {
+    const char *dir = getenv("KVIK_CORPUS");
+    char home[2048];
+    if (!dir || !*dir) {
+        snprintf(home, sizeof home, "%s/.cache/kvik/corpus", getenv("HOME") ? getenv("HOME") : "/root");
+        dir = home;
+    }
+    snprintf(buf, len, "%s/english.txt", dir);
+    struct stat sb;
+    if (stat(buf, &sb) == 0 && sb.st_size > 0) return buf;
+    char cmd[4600];
+    snprintf(cmd, sizeof cmd, "'%s/../../scripts/fetch-corpus.sh' >/dev/null", test_env("KVIK_TEST_DATA"));
+    int rc = system(cmd);
+    if (rc == 0 && stat(buf, &sb) == 0 && sb.st_size > 0) return buf;
+    test_fail(__FILE__, __LINE__, "%s is missing and scripts/fetch-corpus.sh could not fetch it (exit %d)", buf,
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+    return NULL;
+}
+
+bool test_corpus_slice(size_t bytes, const char *want, const char *path) {
+    char cpath[4096];
+    if (!corpus_english(cpath, sizeof cpath)) return false;
+    size_t len;
+    char *text = test_slurp(cpath, &len);
+    if (!text) return false;
+    size_t n = bytes < len ? bytes : len;
+    while (n > 0 && text[n - 1] != '\n') n--;
+    struct sha256 s;
+    uint8_t d[32];
+    char hex[65];
+    sha256_init(&s);
+    sha256_update(&s, text, n);
+    sha256_final(&s, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    bool ok = want && !strcmp(hex, want);
+    if (!ok) test_fail(__FILE__, __LINE__, "the corpus slice's sha256 is %s, the golden file's %s", hex, want ? want : "?");
+    FILE *f = ok ? fopen(path, "wb") : NULL;
+    if (f) {
+        ok = fwrite(text, 1, n, f) == n;
+        ok = fclose(f) == 0 && ok;
+    } else {
+        ok = false;
+    }
+    free(text);
+    return ok;
+}
+

@@ -50,6 +50,13 @@ bool test_registry_model_runs(const char *name, char *buf, size_t len);
  * cannot be read. */
 char *test_slurp(const char *path, size_t *len);
 
+/* The first `bytes` bytes of the fetched corpus file english.txt
+ * ($KVIK_CORPUS or ~/.cache/kvik/corpus; scripts/fetch-corpus.sh runs when
+ * it is missing), cut after their last newline, written to path. Their
+ * sha256 must be sha256_hex (the golden data's slice). False, with the
+ * test failed, when the corpus cannot be had or the slice differs. */
+bool test_corpus_slice(size_t bytes, const char *sha256_hex, const char *path);
+
 /* Runs `$KVIK_BIN ARGS` (shell words): stdout into out, stderr into errbuf
  * (both NUL-terminated, cut to their sizes); returns the exit status, -1 if
  * it died of a signal. */

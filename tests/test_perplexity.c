@@ -269,28 +269,6 @@ TEST(ppl_base_fuzz_seeds_parse) {
 
 /* ---- the command on the default model -------------------------------------------- */
 
-/* The corpus file english.txt: $KVIK_CORPUS or ~/.cache/kvik/corpus,
- * fetched with scripts/fetch-corpus.sh when it is not there; NULL with
- * the test failed when it cannot be had. */
-static const char *corpus_english(char *buf, size_t len) {
-    const char *dir = getenv("KVIK_CORPUS");
-    char home[2048];
-    if (!dir || !*dir) {
-        snprintf(home, sizeof home, "%s/.cache/kvik/corpus", getenv("HOME") ? getenv("HOME") : "/root");
-        dir = home;
-    }
-    snprintf(buf, len, "%s/english.txt", dir);
-    struct stat sb;
-    if (stat(buf, &sb) == 0 && sb.st_size > 0) return buf;
-    char cmd[4600];
-    snprintf(cmd, sizeof cmd, "'%s/../../scripts/fetch-corpus.sh' >/dev/null", test_env("KVIK_TEST_DATA"));
-    int rc = system(cmd);
-    if (rc == 0 && stat(buf, &sb) == 0 && sb.st_size > 0) return buf;
-    test_fail(__FILE__, __LINE__, "%s is missing and scripts/fetch-corpus.sh could not fetch it (exit %d)", buf,
-              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
-    return NULL;
-}
-
 /* The golden file, parsed; NULL with the test failed. */
 static json_t *load_golden(void) {
     char path[4096];
@@ -303,33 +281,8 @@ static json_t *load_golden(void) {
 
 /* Writes the golden slice of the corpus to path and checks its sha256. */
 static bool make_slice(const json_t *g, const char *path) {
-    char cpath[4096];
-    if (!corpus_english(cpath, sizeof cpath)) return false;
-    size_t len;
-    char *text = test_slurp(cpath, &len);
-    if (!text) return false;
-    size_t n = (size_t)json_integer_value(json_object_get(g, "slice_bytes"));
-    if (n > len) n = len;
-    while (n > 0 && text[n - 1] != '\n') n--;
-    struct sha256 s;
-    uint8_t d[32];
-    char hex[65];
-    sha256_init(&s);
-    sha256_update(&s, text, n);
-    sha256_final(&s, d);
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    const char *want = json_string_value(json_object_get(g, "text_sha256"));
-    bool ok = want && !strcmp(hex, want);
-    if (!ok) test_fail(__FILE__, __LINE__, "the corpus slice's sha256 is %s, the golden file's %s", hex, want ? want : "?");
-    FILE *f = ok ? fopen(path, "wb") : NULL;
-    if (f) {
-        ok = fwrite(text, 1, n, f) == n;
-        ok = fclose(f) == 0 && ok;
-    } else {
-        ok = false;
-    }
-    free(text);
-    return ok;
+    return test_corpus_slice((size_t)json_integer_value(json_object_get(g, "slice_bytes")),
+                             json_string_value(json_object_get(g, "text_sha256")), path);
 }
 
 /* Runs `kvik perplexity ARGS --json` and parses its object; NULL with
