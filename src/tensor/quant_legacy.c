@@ -16,10 +16,8 @@
 #include "base/base.h"
 #include "tensor/quant_ref.h"
 
-static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /*
- * clamp_int(quant_trunc_int(v), 0, hi), written with float selects only
+ * quant_trunc_int(v) clamped to [0, hi], written with float selects only
  * so the compiler can vectorize the loops that call it: below 0, NaN and
  * from 2^31 up (where the truncation gives INT32_MIN) it is 0, otherwise
  * trunc(min(v, hi)).
@@ -31,7 +29,7 @@ static inline int trunc_to_grid(float v, int hi) {
 }
 
 /*
- * clamp_int(quant_trunc_int(roundf(v)), -128, 127) without the libm call:
+ * quant_trunc_int(roundf(v)) clamped to [-128, 127], without the libm call:
  * v is capped to [-128, 127], truncated (exact), and the exact remainder
  * decides the rounding, halves away from zero. NaN and |v| >= 2^31, where
  * the truncation gives INT32_MIN, give -128.
