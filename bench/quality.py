@@ -4,17 +4,21 @@ requantization of a model, and each KV-cache type, costs against the
 model's own file dequantized to F32.
 
 For each model (registry names, `kvik list`) it makes, in
-$QUALITY_DIR/NAME (default ~/.cache/kvik/quality/NAME):
+$QUALITY_DIR/NAME (default ~/.cache/kvik/quality/NAME), when a row that
+needs them is measured:
   base-f32.gguf     `kvik quantize FILE base-f32.gguf F32`
-  imatrix.gguf      `kvik imatrix` over the calibration slice
+  imatrix.gguf      `kvik imatrix` of the file as shipped (the same weights
+                    as the base, at a tenth of the F32 products' cost) over
+                    the calibration slice
   base.logp         the base's log-probabilities over the scoring slice
   TYPE[-imatrix].gguf for each type, without and with the importance matrix
 and measures, per configuration: file size, prefill (pp512) and decode
 (tg128) speed, PPL and its ratio to the base, mean and p99 KL divergence,
 the same-top-token rate, and `kvik eval`'s pass rate per tag on
 tests/data/eval/cases.jsonl. Each configuration's figures are kept in
-results/CONFIG.json, so a rerun measures only what is missing (--force
-remeasures). The tables replace the part of docs/quality.md between the
+bench/quality-results/NAME/CONFIG.json (in the repository, so the table
+grows across machines and runs), and a rerun measures only what is
+missing (--force remeasures). The tables replace the part of docs/quality.md between the
 markers "<!-- quality-table:begin -->" and "<!-- quality-table:end -->".
 
 The text: english.txt of scripts/fetch-corpus.sh. The scoring slice is its
@@ -98,26 +102,33 @@ class Model:
     def __init__(self, name, args):
         self.name, self.args = name, args
         self.dir = os.path.join(args.dir, name)
-        os.makedirs(os.path.join(self.dir, "results"), exist_ok=True)
+        self.results = os.path.join(args.results, name)
+        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.results, exist_ok=True)
         self.file = model_path(name)
         self.score, self.calib = slices(self.dir)
         self.base = os.path.join(self.dir, "base-f32.gguf")
         self.logp = os.path.join(self.dir, "base.logp")
         self.imatrix = os.path.join(self.dir, "imatrix.gguf")
         self.t = ["-t", str(args.threads)]
+        self.prepared = False
 
     def prepare(self):
+        """The base file, its log-probabilities and the importance matrix."""
+        if self.prepared:
+            return
         if not os.path.exists(self.base):
             run([KVIK, "quantize", self.file, self.base, "F32"] + self.t)
         if not os.path.exists(self.imatrix):
-            run([KVIK, "imatrix", "-m", self.base, "-f", self.calib, "-o", self.imatrix, "-c", "512",
+            run([KVIK, "imatrix", "-m", self.file, "-f", self.calib, "-o", self.imatrix, "-c", "512",
                  "--chunks", str(self.args.calib_chunks)] + self.t)
-        res = os.path.join(self.dir, "results", "base.ppl.json")
+        res = os.path.join(self.results, "base.ppl.json")
         if not os.path.exists(self.logp) or not os.path.exists(res):
             out = run([KVIK, "perplexity", "-m", self.base, "-f", self.score, "-c", "512", "--json",
                        "--kl-divergence-base", self.logp] + self.t)
-            json.dump(last_json(out), open(res, "w"))
+            json.dump(last_json(out), open(res, "w"), indent=1)
         self.base_ppl = json.load(open(res))
+        self.prepared = True
 
     def configs(self):
         """(label, file, kv type, how it was made) in table order."""
@@ -131,9 +142,10 @@ class Model:
 
     def measure(self, label, path, kv, make):
         key = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
-        res = os.path.join(self.dir, "results", key + ".json")
+        res = os.path.join(self.results, key + ".json")
         if os.path.exists(res) and not self.args.force:
             return json.load(open(res))
+        self.prepare()
         if make and (not os.path.exists(path) or self.args.force):
             t, imx = make
             run([KVIK, "quantize", self.base, path, t] + (["--imatrix", self.imatrix] if imx else []) + self.t)
@@ -186,7 +198,10 @@ def main():
     ap.add_argument("models", nargs="*", default=MODELS)
     ap.add_argument("--types", default=",".join(TYPES))
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--dir", default=os.path.expanduser(os.environ.get("QUALITY_DIR", "~/.cache/kvik/quality")))
+    ap.add_argument("--dir", default=os.path.expanduser(os.environ.get("QUALITY_DIR", "~/.cache/kvik/quality")),
+                    help="the model files made on the way")
+    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "quality-results"),
+                    help="the figures of each configuration, one JSON file each")
     ap.add_argument("--calib-chunks", type=int, default=64, help="chunks of 512 tokens for the importance matrix")
     ap.add_argument("--force", action="store_true", help="remeasure what is already measured")
     ap.add_argument("--no-doc", action="store_true", help="print the tables instead of updating docs/quality.md")
@@ -194,14 +209,13 @@ def main():
     args.types = [t.strip().upper() for t in args.types.split(",") if t.strip()]
     for name in args.models:
         m = Model(name, args)
-        m.prepare()
         rows = [m.measure(*c) for c in m.configs()]
         json.dump({"shipped": os.path.basename(m.file), "rows": [r["label"] for r in rows]},
-                  open(os.path.join(m.dir, "results", "table.json"), "w"))
+                  open(os.path.join(m.results, "table.json"), "w"), indent=1)
     # every model measured so far, this run or before, in the table's order
     lines = []
     for name in MODELS + sorted(set(args.models) - set(MODELS)):
-        d = os.path.join(args.dir, name, "results")
+        d = os.path.join(args.results, name)
         if not os.path.exists(os.path.join(d, "table.json")):
             continue
         t = json.load(open(os.path.join(d, "table.json")))

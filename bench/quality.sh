@@ -4,8 +4,9 @@
 # four), dequantized to F32 as the base, against its requantizations
 # (Q8_0 .. Q2_K, with and without an importance matrix) and the f16 / q8_0
 # KV caches: size, speed, PPL, KL divergence, same top token and the eval
-# pass rate per tag. Builds kvik and fetches the corpus first; results are
-# cached in ~/.cache/kvik/quality, so a rerun measures only what is missing.
+# pass rate per tag. Builds kvik and fetches the corpus first. The figures
+# are kept in bench/quality-results (committed), the files made on the way
+# in ~/.cache/kvik/quality, so a rerun measures only what is missing.
 # Hours for all four models on 2 cores (the 1.5B's F32 base is slow).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -283,7 +283,8 @@ TEST(eval_bad_task_files_exit_2_with_one_line) {
     remove(path);
     static const char *const args_bad[] = {"eval", "eval --tasks", "eval --nope x", "eval --tasks x --max-drop -1",
                                            "eval --tasks x --max-drop y", "eval --tasks x -t 0",
-                                           "eval --tasks /nonexistent.jsonl", "eval --tasks x --kv-type q4_0"};
+                                           "eval --tasks /nonexistent.jsonl", "eval --tasks x --kv-type q4_0",
+                                           "eval --tasks x --parallel 0", "eval --tasks x --parallel 65"};
     for (size_t i = 0; i < sizeof args_bad / sizeof *args_bad; i++) {
         int st = test_run_kvik(args_bad[i], out, sizeof out, err, sizeof err);
         CHECK_MSG(st == 2, "kvik %s: exit %d", args_bad[i], st);
@@ -431,4 +432,40 @@ TEST(eval_runs_the_model_and_gates) {
     CHECK_MSG(st == 2 && count_lines(err) == 1, "exit %d: %s", st, err);
     free(saved);
     remove(tasks), remove(res), remove(doctored);
+}
+
+/* Generated cases run side by side give the replies they give one at a
+ * time: the identifier cases of the shipped file, --parallel 1 against 8,
+ * byte for byte the same results, in file order. */
+TEST(eval_parallel_cases_match_one_at_a_time) {
+    char model[4096];
+    if (!test_default_model(model, sizeof model)) return;
+    char path[4096], tasks[128];
+    snprintf(path, sizeof path, "%s/eval/cases.jsonl", test_env("KVIK_TEST_DATA"));
+    size_t len;
+    char *buf = test_slurp(path, &len);
+    REQUIRE_MSG(buf != NULL, "cannot read %s", path);
+    snprintf(tasks, sizeof tasks, "/tmp/kvik-eval-test-%d-par.jsonl", (int)getpid());
+    FILE *f = fopen(tasks, "w");
+    REQUIRE(f != NULL);
+    int n = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, "\"tags\": [\"identifiers\"]")) fprintf(f, "%s\n", line), n++;
+    fclose(f);
+    free(buf);
+    REQUIRE_MSG(n >= 20, "%d identifier cases", n);
+    static char out1[262144], out8[262144], err[65536];
+    char args[8192];
+    snprintf(args, sizeof args, "eval -m '%s' --tasks %s -t 2 --json --parallel 1", model, tasks);
+    int st = test_run_kvik(args, out1, sizeof out1, err, sizeof err);
+    REQUIRE_MSG(st == 0, "exit %d: %s", st, err);
+    snprintf(args, sizeof args, "eval -m '%s' --tasks %s -t 2 --json --parallel 8", model, tasks);
+    st = test_run_kvik(args, out8, sizeof out8, err, sizeof err);
+    REQUIRE_MSG(st == 0, "exit %d: %s", st, err);
+    CHECK_MSG(!strcmp(out1, out8), "--parallel 1:\n%.2000s\n--parallel 8:\n%.2000s", out1, out8);
+    /* every case replied something: the runs compared real generations */
+    int replies = 0;
+    for (const char *p = out8; (p = strstr(p, "\"reply\":\"")); p++) replies += p[9] != '"';
+    CHECK_MSG(replies == n, "%d of %d cases replied", replies, n);
+    remove(tasks);
 }

@@ -252,7 +252,7 @@ int cmd_chat(int argc, char **argv) {
     if (gen_chat_format(c.g.model, o.g.chat_template, "chat", &c.fmt, &err)) goto fail;
     int n_ctx = c.g.n_ctx;
     int max_batch = n_ctx < GEN_MAX_BATCH ? n_ctx : GEN_MAX_BATCH;
-    if (gen_start(&c.g, &o.g, n_ctx, max_batch, true, &err)) goto fail;
+    if (gen_start(&c.g, &o.g, 1, n_ctx, max_batch, true, &err)) goto fail;
     if (!idvec_reserve(&c.ids, n_ctx)) {
         err_set(&err, KVIK_ERR_NOMEM, "out of memory");
         goto fail;

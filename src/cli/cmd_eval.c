@@ -6,7 +6,9 @@
  * rate dropped by more than --max-drop points.
  *
  * Generated replies come from the serving engine, one request per case,
- * as `kvik run` submits its prompt (gen.c). A choice case generates
+ * as `kvik run` submits its prompt (gen.c), --parallel of them side by
+ * side (a token's logits do not depend on what shares its batch, so the
+ * replies are those of one case at a time). A choice case generates
  * nothing: each option's tokens follow the prompt's in one forward pass of
  * the model (as `kvik perplexity` runs its chunks), and the option scores
  * the sum of its tokens' log-probabilities (log-softmax in double).
@@ -48,6 +50,7 @@ static void usage(FILE *f) {
             "  -t N             threads (default: all CPUs)\n"
             "  -c N             context size (default: the model's, at most 8192)\n"
             "  --kv-type T      K/V cache rows: f32 (default), f16 or q8_0\n"
+            "  --parallel N     generated cases run side by side, 1..64 (default 8)\n"
             "  --chat-template NAME  for \"messages\" cases: chatml, llama3, gemma, mistral or phi3\n"
             "exit status: 0 passed the gate, 1 the gate failed (or an error), 2 bad arguments or task file\n");
 }
@@ -57,11 +60,12 @@ struct eval_opts {
     const char *tasks, *baseline, *out;
     const char *url, *api_key, *model_name; /* --url, --api-key, --model */
     double max_drop;
+    long parallel; /* --parallel */
     bool json;
 };
 
 static int parse_args(int argc, char **argv, struct eval_opts *o) {
-    *o = (struct eval_opts){.g = gen_opts_default(0)};
+    *o = (struct eval_opts){.g = gen_opts_default(0), .parallel = 8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -75,7 +79,7 @@ static int parse_args(int argc, char **argv, struct eval_opts *o) {
         bool known = !strcmp(a, "-m") || !strcmp(a, "--tasks") || !strcmp(a, "--baseline") || !strcmp(a, "-o") ||
                      !strcmp(a, "--max-drop") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "--kv-type") ||
                      !strcmp(a, "--chat-template") || !strcmp(a, "--url") || !strcmp(a, "--api-key") ||
-                     !strcmp(a, "--model");
+                     !strcmp(a, "--model") || !strcmp(a, "--parallel");
         if (!known) {
             fprintf(stderr, "kvik eval: unknown argument '%s' (try kvik eval --help)\n", a);
             return 2;
@@ -97,6 +101,7 @@ static int parse_args(int argc, char **argv, struct eval_opts *o) {
         else if (!strcmp(a, "--model")) o->model_name = v;
         else if (!strcmp(a, "--max-drop")) ok = cli_parse_float(v, 0, 100, &f) && ((o->max_drop = f), 1);
         else if (!strcmp(a, "-t")) ok = cli_parse_long(v, 1, 1024, &o->g.threads);
+        else if (!strcmp(a, "--parallel")) ok = cli_parse_long(v, 1, 64, &o->parallel);
         else if (!strcmp(a, "-c")) ok = cli_parse_long(v, 1, 1 << 20, &o->g.n_ctx);
         else if (!strcmp(v, "f32")) o->g.kv_type = TENSOR_TYPE_F32;
         else if (!strcmp(v, "f16")) o->g.kv_type = TENSOR_TYPE_F16;
@@ -129,7 +134,46 @@ struct outcome {
     size_t reply_len;
     double *scores;  // choice: [options.n] log-likelihoods
     const char *why; // a case that could not run: why (static)
+    /* a generated case while it runs */
+    struct gen_job *job; // submitted, not yet waited for
+    int32_t *out;        // [max_tokens] its ids
+    struct gen_text text;
 };
+
+static bool generated(const struct eval_case *c, const struct outcome *r) {
+    return !r->why && c->check != EVAL_CHECK_CHOICE;
+}
+
+/* Queues case c's generation (greedy unless the case samples). */
+static kvik_status submit_case(struct gen *g, const struct eval_case *c, const int32_t *ids, int n_ids,
+                               struct outcome *r, struct kvik_err *err) {
+    struct sampler_params sp = sampler_params_default();
+    sp.temp = (float)c->temperature;
+    sp.seed = c->seed;
+    if (!(r->out = malloc(sizeof(int32_t) * (size_t)c->max_tokens)))
+        return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    return gen_submit(g, ids, n_ids, c->max_tokens, &sp, 0, r->out, NULL, &r->text, &r->job, err);
+}
+
+/* Waits for case c's generation; after it r holds the reply and pass. */
+static kvik_status finish_case(const struct eval_case *c, struct outcome *r, struct kvik_err *err) {
+    struct gen_result gr;
+    kvik_status st = gen_wait(r->job, &gr, err);
+    r->job = NULL;
+    free(r->out);
+    r->out = NULL;
+    struct gen_text t = r->text;
+    r->text = (struct gen_text){0};
+    if (!st && !(r->reply = malloc(t.len + 1))) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    if (!st) {
+        if (t.len) memcpy(r->reply, t.buf, t.len);
+        r->reply[t.len] = 0;
+        r->reply_len = t.len;
+        r->pass = eval_check_reply(c, r->reply, r->reply_len);
+    }
+    free(t.buf);
+    return st;
+}
 
 /* Runs case c against the server: r's reply or scores and pass; a case
  * the server refuses (or, for a choice case, cannot score) gets r->why
@@ -504,52 +548,46 @@ int cmd_eval(int argc, char **argv) {
         if (c->check == EVAL_CHECK_CHOICE) score_ctx = need > score_ctx ? (int)need : score_ctx;
         else gen_ctx = need > gen_ctx ? (int)need : gen_ctx;
     }
+    int n_gen_cases = 0;
+    for (int i = 0; i < set.n; i++) n_gen_cases += generated(&set.cases[i], &res[i]);
+    int n_seqs = n_gen_cases < o.parallel ? n_gen_cases : (int)o.parallel;
+    if (n_seqs < 1) n_seqs = 1;
     int max_batch = gen_ctx < GEN_MAX_BATCH ? gen_ctx : GEN_MAX_BATCH;
-    if (gen_start(&g, &o.g, gen_ctx, max_batch, false, &err)) goto fail;
+    if (max_batch < n_seqs) max_batch = n_seqs;
+    if (gen_start(&g, &o.g, n_seqs, gen_ctx, max_batch, false, &err)) goto fail;
     if (score_ctx && scorer_init(&sc, &g, &o, score_ctx, opt_max, &err)) goto fail;
     if (score_ctx && !(opt_ids = malloc(sizeof(int32_t) * (size_t)score_ctx))) goto nomem;
     fprintf(stderr, "kvik eval: %d cases from %s\n", set.n, o.tasks);
 
+    /* the generated cases, n_seqs at a time, each finished in file order */
+    for (int i = 0, next = 0, in_flight = 0; i < set.n; i++) {
+        if (!generated(&set.cases[i], &res[i])) continue;
+        for (; next < set.n && in_flight < n_seqs; next++) {
+            if (!generated(&set.cases[next], &res[next])) continue;
+            if (submit_case(&g, &set.cases[next], ids[next], (int)n_ids[next], &res[next], &err)) goto fail;
+            in_flight++;
+        }
+        in_flight--;
+        if (finish_case(&set.cases[i], &res[i], &err)) goto fail;
+        print_outcome(&set.cases[i], &res[i]);
+    }
+    /* then the choice cases */
     for (int i = 0; i < set.n; i++) {
         const struct eval_case *c = &set.cases[i];
         struct outcome *r = &res[i];
-        if (!r->why && c->check == EVAL_CHECK_CHOICE) {
-            if (!(r->scores = malloc(sizeof(double) * (size_t)c->options.n))) goto nomem;
-            for (int k = 0; k < c->options.n; k++) {
-                memcpy(opt_ids, ids[i], sizeof(int32_t) * (size_t)n_ids[i]);
-                int64_t m = tokenizer_encode(g.tok, c->options.s[k], strlen(c->options.s[k]), false, false,
-                                             opt_ids + n_ids[i], score_ctx - n_ids[i]);
-                if (m <= 0) {
-                    r->scores[k] = -INFINITY;
-                    continue;
-                }
-                if (score_tokens(&sc, opt_ids, (int)n_ids[i], (int)(n_ids[i] + m), &r->scores[k], &err)) goto fail;
+        if (r->why || c->check != EVAL_CHECK_CHOICE) continue;
+        if (!(r->scores = malloc(sizeof(double) * (size_t)c->options.n))) goto nomem;
+        for (int k = 0; k < c->options.n; k++) {
+            memcpy(opt_ids, ids[i], sizeof(int32_t) * (size_t)n_ids[i]);
+            int64_t m = tokenizer_encode(g.tok, c->options.s[k], strlen(c->options.s[k]), false, false,
+                                         opt_ids + n_ids[i], score_ctx - n_ids[i]);
+            if (m <= 0) {
+                r->scores[k] = -INFINITY;
+                continue;
             }
-            r->pass = eval_choice_pass(c, r->scores);
-        } else if (!r->why) {
-            struct sampler_params sp = sampler_params_default();
-            sp.temp = (float)c->temperature;
-            sp.seed = c->seed;
-            int32_t *out = malloc(sizeof(int32_t) * (size_t)c->max_tokens);
-            struct gen_text text = {0};
-            struct gen_result gr;
-            if (!out) goto nomem;
-            st = gen_generate(&g, ids[i], (int)n_ids[i], c->max_tokens, &sp, 0, out, NULL, &text, &gr, &err);
-            free(out);
-            if (st) {
-                free(text.buf);
-                goto fail;
-            }
-            if (!(r->reply = malloc(text.len + 1))) {
-                free(text.buf);
-                goto nomem;
-            }
-            if (text.len) memcpy(r->reply, text.buf, text.len);
-            r->reply[text.len] = 0;
-            r->reply_len = text.len;
-            free(text.buf);
-            r->pass = eval_check_reply(c, r->reply, r->reply_len);
+            if (score_tokens(&sc, opt_ids, (int)n_ids[i], (int)(n_ids[i] + m), &r->scores[k], &err)) goto fail;
         }
+        r->pass = eval_choice_pass(c, r->scores);
         print_outcome(c, r);
     }
 
@@ -587,7 +625,11 @@ done:
     free(opt_ids);
     eval_url_free(url);
     free(ts.t);
-    for (int i = 0; res && i < set.n; i++) free(res[i].reply), free(res[i].scores);
+    for (int i = 0; res && i < set.n; i++) { /* jobs still running when the run failed */
+        struct kvik_err e2 = {0};
+        if (res[i].job) finish_case(&set.cases[i], &res[i], &e2);
+        free(res[i].reply), free(res[i].scores);
+    }
     for (int i = 0; ids && i < set.n; i++) free(ids[i]);
     free(res), free(ids), free(n_ids);
     scorer_free(&sc);

@@ -147,7 +147,7 @@ int cmd_run(int argc, char **argv) {
     int max_batch = n_prompt < GEN_MAX_BATCH ? (int)n_prompt : GEN_MAX_BATCH;
     if (max_batch < o.g.spec_max + 1) max_batch = (int)o.g.spec_max + 1; /* a draft and the token before it */
     /* the pool holds this request's positions, not the whole context */
-    if (gen_start(&g, &o.g, (int)n_prompt + (max_tokens > 0 ? max_tokens : 1), max_batch, false, &err)) goto fail;
+    if (gen_start(&g, &o.g, 1, (int)n_prompt + (max_tokens > 0 ? max_tokens : 1), max_batch, false, &err)) goto fail;
     t_load = clock_ns() - t_load;
 
     struct gen_result res;

@@ -131,16 +131,17 @@ kvik_status gen_load(struct gen *g, const char *path, const struct gen_opts *o, 
     return KVIK_OK;
 }
 
-kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_ctx, int max_batch, bool prefix_cache,
-                      struct kvik_err *err) {
+kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_seqs, int n_ctx, int max_batch,
+                      bool prefix_cache, struct kvik_err *err) {
     struct engine_config c = engine_config_default();
     c.n_threads = (int)o->threads;
-    c.max_seqs = 1;
+    c.max_seqs = n_seqs;
     c.max_batch_tokens = max_batch;
     c.prefill_chunk = 0;
-    c.max_queue = 1;
+    c.max_queue = n_seqs;
     c.n_ctx = n_ctx;
-    c.kv_blocks = ((int64_t)n_ctx + c.block_tokens - 1) / c.block_tokens + 1; /* + a tail being copied */
+    /* each sequence's blocks, + a tail being copied */
+    c.kv_blocks = (int64_t)n_seqs * (((int64_t)n_ctx + c.block_tokens - 1) / c.block_tokens + 1);
     c.kv_type = o->kv_type;
     c.prefix_cache = prefix_cache;
     c.eog = g->eog;
@@ -253,35 +254,66 @@ static bool on_event(void *user, const struct engine_event *ev) {
     return false;
 }
 
+struct gen_job {
+    struct gen_call c;
+    int64_t t_submit;
+};
+
+static void job_free(struct gen_job *j) {
+    pthread_cond_destroy(&j->c.cv);
+    pthread_mutex_destroy(&j->c.mu);
+    free(j->c.piece);
+    free(j);
+}
+
+kvik_status gen_submit(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
+                       const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
+                       struct gen_text *text, struct gen_job **job, struct kvik_err *err) {
+    *job = NULL;
+    struct gen_job *j = calloc(1, sizeof *j);
+    if (!j) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    struct gen_call *c = &j->c;
+    *c = (struct gen_call){.out = out, .max = max_tokens, .stream = stream, .text = text};
+    c->piece_cap = detok_min_cap(g->tok);
+    if (!(c->piece = malloc(c->piece_cap))) {
+        free(j);
+        return err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    }
+    detok_init(&c->ds, g->tok, false);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    struct engine_request r = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens > 0 ? max_tokens : 1,
+                               .n = 1, .sampling = *sp, .top_logprobs = -1, .cache_key = cache_key,
+                               .on_event = on_event, .user = c};
+    j->t_submit = clock_ns();
+    kvik_status st = engine_submit(g->engine, &r, NULL, err);
+    if (st) {
+        job_free(j);
+        return st;
+    }
+    *job = j;
+    return KVIK_OK;
+}
+
+kvik_status gen_wait(struct gen_job *j, struct gen_result *res, struct kvik_err *err) {
+    struct gen_call *c = &j->c;
+    kvik_status st = KVIK_OK;
+    pthread_mutex_lock(&c->mu);
+    while (!c->done) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    if (c->finish == ENGINE_FINISH_ERROR) st = err_set(err, KVIK_ERR_IO, "%s", c->error);
+    else if (c->nomem) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    *res = (struct gen_result){.n_gen = c->n, .eog = c->eog, .n_cached = c->n_cached, .t_submit = j->t_submit,
+                               .t_first = c->t_first, .t_end = c->t_end};
+    job_free(j);
+    return st;
+}
+
 kvik_status gen_generate(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
                          const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
                          struct gen_text *text, struct gen_result *res, struct kvik_err *err) {
     *res = (struct gen_result){0};
-    struct gen_call c = {.out = out, .max = max_tokens, .stream = stream, .text = text};
-    c.piece_cap = detok_min_cap(g->tok);
-    if (!(c.piece = malloc(c.piece_cap))) return err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    detok_init(&c.ds, g->tok, false);
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    struct engine_request r = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens > 0 ? max_tokens : 1,
-                               .n = 1, .sampling = *sp, .top_logprobs = -1, .cache_key = cache_key,
-                               .on_event = on_event, .user = &c};
-    res->t_submit = clock_ns();
-    kvik_status st = engine_submit(g->engine, &r, NULL, err);
-    if (!st) {
-        pthread_mutex_lock(&c.mu);
-        while (!c.done) pthread_cond_wait(&c.cv, &c.mu);
-        pthread_mutex_unlock(&c.mu);
-        if (c.finish == ENGINE_FINISH_ERROR) st = err_set(err, KVIK_ERR_IO, "%s", c.error);
-        else if (c.nomem) st = err_set(err, KVIK_ERR_NOMEM, "out of memory");
-    }
-    res->n_gen = c.n;
-    res->eog = c.eog;
-    res->n_cached = c.n_cached;
-    res->t_first = c.t_first;
-    res->t_end = c.t_end;
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
-    free(c.piece);
-    return st;
+    struct gen_job *j;
+    kvik_status st = gen_submit(g, prompt, n_prompt, max_tokens, sp, cache_key, out, stream, text, &j, err);
+    return st ? st : gen_wait(j, res, err);
 }

@@ -1,16 +1,17 @@
 /*
- * gen.h — what `kvik run` and `kvik chat` share: the options both take,
- * the model with its tokenizer, draft model and chat template, and one
- * serving engine (engine/engine.h) that every generation is submitted to,
- * as `kvik serve` submits its requests.
+ * gen.h — what `kvik run`, `kvik chat` and `kvik eval` share: the options
+ * they take, the model with its tokenizer, draft model and chat template,
+ * and one serving engine (engine/engine.h) that every generation is
+ * submitted to, as `kvik serve` submits its requests.
  *
- * The engine is set up for the command's single sequence: one sequence
- * slot, a KV pool of just the positions the command can use, F32 K/V
- * rows unless --kv-type says otherwise, the end-of-generation ids and the
- * context default of engine.h's "Defaults". gen_generate submits one
- * request and waits for it; the engine thread streams its text through
- * the UTF-8-safe detokenizer straight to the output as tokens come (the
- * engine serves nobody else, so the event callback does the writing).
+ * The engine is set up for the command's own sequences (one for run and
+ * chat; eval's cases side by side): a KV pool of just the positions they
+ * can use, F32 K/V rows unless --kv-type says otherwise, the
+ * end-of-generation ids and the context default of engine.h's "Defaults".
+ * gen_generate submits one request and waits for it (gen_submit and
+ * gen_wait are its halves); the engine thread streams the text through the
+ * UTF-8-safe detokenizer straight to the output as tokens come (the engine
+ * serves nobody else, so the event callback does the writing).
  */
 #ifndef KVIK_CLI_GEN_H
 #define KVIK_CLI_GEN_H
@@ -101,11 +102,12 @@ struct gen {
  * zeroed *g (the draft's vocabulary is checked by gen_start); sets n_ctx. */
 kvik_status gen_load(struct gen *g, const char *path, const struct gen_opts *o, struct kvik_err *err);
 
-/* Creates the engine for one sequence of at most n_ctx positions (n_ctx
- * <= g->n_ctx; the KV pool holds that many), forward passes of up to
- * max_batch tokens, the prefix cache on or off. */
-kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_ctx, int max_batch, bool prefix_cache,
-                      struct kvik_err *err);
+/* Creates the engine for n_seqs sequences (1 for run and chat; eval runs
+ * its cases side by side) of at most n_ctx positions each (n_ctx <=
+ * g->n_ctx; the KV pool holds n_seqs times that many), forward passes of
+ * up to max_batch tokens (>= n_seqs), the prefix cache on or off. */
+kvik_status gen_start(struct gen *g, const struct gen_opts *o, int n_seqs, int n_ctx, int max_batch,
+                      bool prefix_cache, struct kvik_err *err);
 void gen_free(struct gen *g); /* everything; *g is zeroed */
 
 /* The chat template --chat-template names (name != NULL), else the one the
@@ -141,5 +143,18 @@ struct gen_result {
 kvik_status gen_generate(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
                          const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
                          struct gen_text *text, struct gen_result *res, struct kvik_err *err);
+
+/* A generation submitted by gen_submit and not yet waited for. */
+struct gen_job;
+
+/* gen_generate in two halves: gen_submit queues the request (at most the
+ * n_seqs of gen_start at once) and returns; out, stream and text must stay
+ * valid until gen_wait, which waits for it to finish, fills *res, frees
+ * *job and returns what gen_generate would. Jobs may be waited for in any
+ * order; each exactly once. */
+kvik_status gen_submit(struct gen *g, const int32_t *prompt, int n_prompt, int max_tokens,
+                       const struct sampler_params *sp, uint64_t cache_key, int32_t *out, FILE *stream,
+                       struct gen_text *text, struct gen_job **job, struct kvik_err *err);
+kvik_status gen_wait(struct gen_job *job, struct gen_result *res, struct kvik_err *err);
 
 #endif /* KVIK_CLI_GEN_H */
