@@ -25,18 +25,11 @@ THREADS=${THREADS:-2}
 
 [ -f "$MODEL" ] || { echo "gen_imatrix_golden.sh: $MODEL not found (make model)" >&2; exit 1; }
 BIN=$(bench/build-llama.sh llama-imatrix)
-CORPUS=$(scripts/fetch-corpus.sh | tail -n 1)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 TEXT=$tmp/english-slice.txt
-python3 - "$CORPUS/english.txt" "$SLICE_BYTES" "$TEXT" <<'PY'
-import sys
-src, n, dst = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-d = open(src, "rb").read()[:n]
-d = d[: d.rfind(b"\n") + 1]
-open(dst, "wb").write(d)
-PY
+scripts/corpus-slice.sh "$SLICE_BYTES" "$TEXT"
 
 # the runs: context:chunks
 RUNS="512:4 128:6"

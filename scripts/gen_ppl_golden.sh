@@ -23,18 +23,11 @@ THREADS=${THREADS:-2}
 
 [ -f "$MODEL" ] || { echo "gen_ppl_golden.sh: $MODEL not found (make model)" >&2; exit 1; }
 BIN=$(bench/build-llama.sh llama-perplexity)
-CORPUS=$(scripts/fetch-corpus.sh | tail -n 1)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 TEXT=$tmp/english-slice.txt
-python3 - "$CORPUS/english.txt" "$SLICE_BYTES" "$TEXT" <<'EOF'
-import sys
-src, n, dst = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-d = open(src, "rb").read()[:n]
-d = d[: d.rfind(b"\n") + 1]
-open(dst, "wb").write(d)
-EOF
+scripts/corpus-slice.sh "$SLICE_BYTES" "$TEXT"
 
 # the runs: context, chunks (0: all the text gives)
 RUNS="512:0 512:4 128:8"
