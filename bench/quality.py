@@ -187,9 +187,17 @@ def table(name, shipped, rows):
     base = next(r for r in rows if r["label"] == "F32 (base)")
     ok = [r for r in rows if r["kv"] == "f32" and pct(r["eval"]["all"]) >= pct(base["eval"]["all"]) - 2.0]
     best = min(ok, key=lambda r: r["bytes"])
+    close = [r for r in rows if r["kv"] == "f32" and r["ppl_ratio"] <= 1.01]
+    tight = min(close, key=lambda r: r["bytes"])
+    n = base["eval"]["all"][1]
+    p = pct(base["eval"]["all"]) / 100
     out += ["", "Recommendation: **%s** (%.1f MB), the smallest file whose eval pass rate (%.1f%%) stays within "
             "2 points of the base's (%.1f%%)." % (best["label"], best["bytes"] / 1e6, pct(best["eval"]["all"]),
-                                                  pct(base["eval"]["all"])), ""]
+                                                  pct(base["eval"]["all"])),
+            "Over %d cases one standard error of a pass rate is %.1f points, so the 2-point rule reads noise as "
+            "much as loss; the smallest file whose PPL stays within 1%% of the base's is **%s** (%.1f MB, "
+            "mean KLD %.4f)." % (n, 100 * (p * (1 - p) / n) ** 0.5, tight["label"], tight["bytes"] / 1e6,
+                                  tight["kld_mean"]), ""]
     return out
 
 
