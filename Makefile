@@ -330,7 +330,7 @@ model:
 # The registry models (src/api/registry.c) whose tokenizers and chat
 # templates the tests check against llama.cpp and Jinja2; the tests find
 # them in the model cache and skip the ones missing.
-TEST_MODELS := gemma3-270m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+TEST_MODELS := gemma3-270m qwen2.5-coder-0.5b qwen2.5-coder-1.5b all-minilm-l6-v2
 
 models-test: $(KVIK)
 	@for m in $(TEST_MODELS); do $(KVIK) pull $$m >/dev/null || exit 1; done

@@ -18,7 +18,8 @@ the same-top-token rate, and `kvik eval`'s pass rate per tag on
 tests/data/eval/cases.jsonl. Each configuration's figures are kept in
 bench/quality-results/NAME/CONFIG.json (in the repository, so the table
 grows across machines and runs), and a rerun measures only what is
-missing (--force remeasures). The tables replace the part of docs/quality.md between the
+missing (--force remeasures; --no-speed leaves the speed columns for a
+later run on a quiet machine). The tables replace the part of docs/quality.md between the
 markers "<!-- quality-table:begin -->" and "<!-- quality-table:end -->".
 
 The text: english.txt of scripts/fetch-corpus.sh. The scoring slice is its
@@ -144,15 +145,20 @@ class Model:
         key = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
         res = os.path.join(self.results, key + ".json")
         if os.path.exists(res) and not self.args.force:
-            return json.load(open(res))
+            r = json.load(open(res))
+            if r.get("pp") is None and not self.args.no_speed:
+                self.speed(r, path, kv)
+                json.dump(r, open(res, "w"), indent=1)
+            return r
         self.prepare()
         if make and (not os.path.exists(path) or self.args.force):
             t, imx = make
             run([KVIK, "quantize", self.base, path, t] + (["--imatrix", self.imatrix] if imx else []) + self.t)
         r = {"label": label, "file": os.path.basename(path), "kv": kv, "bytes": os.path.getsize(path)}
-        b = last_json(run([KVIK, "bench", "offline", "-m", path, "-p", "512", "-n", "128", "-r", "3",
-                           "--cache-type", kv, "--json"] + self.t))
-        r.update(pp=b["pp_tok_s"], tg=b["tg_tok_s"], read_gbs=b.get("read_gbs"))
+        if self.args.no_speed:
+            r.update(pp=None, tg=None, read_gbs=None)
+        else:
+            self.speed(r, path, kv)
         if path == self.base and kv == "f32":
             p = dict(self.base_ppl, ppl_ratio=1.0, kld_mean=0.0, kld_p99=0.0, same_top_p=1.0)
         else:
@@ -166,6 +172,13 @@ class Model:
         return r
 
 
+    def speed(self, r, path, kv):
+        """Prefill and decode speed into r; needs a quiet machine."""
+        b = last_json(run([KVIK, "bench", "offline", "-m", path, "-p", "512", "-n", "128", "-r", "3",
+                           "--cache-type", kv, "--json"] + self.t))
+        r.update(pp=b["pp_tok_s"], tg=b["tg_tok_s"], read_gbs=b.get("read_gbs"))
+
+
 def pct(pair):
     return 100.0 * pair[0] / pair[1] if pair[1] else 0.0
 
@@ -176,8 +189,10 @@ def table(name, shipped, rows):
     out.append("| file | size MB | pp512 tok/s | tg128 tok/s | PPL | PPL ratio | mean KLD | p99 KLD | same top | eval |")
     out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        out.append("| %s | %.1f | %.0f | %.1f | %.4f | %.4f | %.5f | %.4f | %.2f%% | %.1f%% |" % (
-            r["label"], r["bytes"] / 1e6, r["pp"], r["tg"], r["ppl"], r["ppl_ratio"], r["kld_mean"],
+        pp = "-" if r["pp"] is None else "%.0f" % r["pp"]
+        tg = "-" if r["tg"] is None else "%.1f" % r["tg"]
+        out.append("| %s | %.1f | %s | %s | %.4f | %.4f | %.5f | %.4f | %.2f%% | %.1f%% |" % (
+            r["label"], r["bytes"] / 1e6, pp, tg, r["ppl"], r["ppl_ratio"], r["kld_mean"],
             r["kld_p99"], 100 * r["same_top_p"], pct(r["eval"]["all"])))
     out += ["", "Eval pass rate per tag (%):", ""]
     out.append("| file | " + " | ".join(tags) + " |")
@@ -212,6 +227,9 @@ def main():
                     help="the figures of each configuration, one JSON file each")
     ap.add_argument("--calib-chunks", type=int, default=64, help="chunks of 512 tokens for the importance matrix")
     ap.add_argument("--force", action="store_true", help="remeasure what is already measured")
+    ap.add_argument("--no-speed", action="store_true",
+                    help="measure everything but speed, which a later run without it fills in (speed needs a "
+                         "quiet machine; the rest does not)")
     ap.add_argument("--no-doc", action="store_true", help="print the tables instead of updating docs/quality.md")
     args = ap.parse_args()
     args.types = [t.strip().upper() for t in args.types.split(",") if t.strip()]

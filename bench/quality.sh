@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# quality.sh [MODEL ...] [--types T,T] [-t N] [--force] [--no-doc] -- regenerates
+# quality.sh [MODEL ...] [--types T,T] [-t N] [--force] [--no-speed] [--no-doc] -- regenerates
 # the quality table of docs/quality.md: every registry model (default: all
 # four), dequantized to F32 as the base, against its requantizations
 # (Q8_0 .. Q2_K, with and without an importance matrix) and the f16 / q8_0

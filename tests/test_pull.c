@@ -224,7 +224,7 @@ static void fake_init(struct fake_src *s, struct api_model_entry *m, char sha[65
         for (int i = 0; i < FAKE_PART_BYTES; i++) s->data[p][i] = (uint8_t)(test_rand_u64(&r) >> 56);
     sha_hex(s->data, sizeof s->data, sha);
     *m = (struct api_model_entry){"fake-3", "fake-3.gguf", "fake-part{i}", "1.0", "data/part{ii}.bin",
-                                  FAKE_PARTS, 0, (int64_t)sizeof s->data, sha, "a test model"};
+                                  FAKE_PARTS, 0, (int64_t)sizeof s->data, sha, "a test model", NULL};
 }
 
 static void count_reset(struct fake_src *s) { memset(s->calls, 0, sizeof s->calls); }

@@ -382,6 +382,8 @@ TEST(safetensors_json_values) {
     CHECK_EQ_INT(v.items[3].type, JSON_NUMBER);
     CHECK_EQ_INT(v.items[4].type, JSON_NUMBER);
     CHECK_EQ_INT(v.items[5].type, JSON_NUMBER);
+    CHECK(v.items[1].num == 18446744073709551615.0 && v.items[2].num == 18446744073709551616.0);
+    CHECK(v.items[3].num == 0.0 && v.items[4].num == 100.0 && v.items[5].num == 2.5);
     CHECK_EQ_INT(v.items[6].type, JSON_TRUE);
     CHECK_EQ_INT(v.items[7].type, JSON_FALSE);
     CHECK_EQ_INT(v.items[8].type, JSON_NULL);

@@ -79,6 +79,9 @@ struct api_model_entry {
     int64_t size;         /* bytes of the whole file */
     const char *sha256;   /* of the whole file: 64 lowercase hex digits */
     const char *about;    /* one line for `kvik list` */
+    const char *source;   /* NULL: file is fetched as it is; else the name in the cache of the
+                             fetched archive (a zip of a Hugging Face model directory), which
+                             size and sha256 then describe, and which pull converts into file */
 };
 
 /* Pattern p with the placeholders of part (1-based) of m filled in, into
@@ -109,7 +112,8 @@ enum api_pull_check { API_PULL_MISSING, API_PULL_VERIFIED, API_PULL_DAMAGED };
 enum api_pull_check api_pull_check(const struct api_model_entry *m, const char *path, char *why, size_t len);
 
 /*
- * Puts m's file into dir (created if missing). A file already there and
+ * Puts m's file (its source archive where it has one) into dir (created
+ * if missing). A file already there and
  * verified is kept (*present true). Otherwise the parts are fetched one by
  * one and appended to FILE.part; FILE.part.state records how many parts
  * are complete, so a later call resumes after the last complete one. The

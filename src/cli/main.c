@@ -18,6 +18,8 @@ static void usage(FILE *f) {
             "  imatrix [-m MODEL] -f TEXT  importance matrix for the quantizer (kvik imatrix --help)\n"
             "  eval [-m MODEL] --tasks F   the task regression gate (kvik eval --help)\n"
             "  quantize IN OUT TYPE        convert a GGUF's weights to another type (kvik quantize --help)\n"
+            "  embed -m MODEL -p TEXT      text embeddings from an encoder (kvik embed --help)\n"
+            "  convert DIR OUT [TYPE]      a Hugging Face model directory to GGUF (kvik convert --help)\n"
             "  bench offline [-m MODEL]    prefill and decode speed (like llama-bench)\n"
             "  bench engine [-m MODEL]     serving-engine throughput at batch 1, 8, 32\n"
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
@@ -56,6 +58,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "imatrix")) return cmd_imatrix(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed")) return cmd_embed(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);

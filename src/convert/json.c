@@ -5,6 +5,7 @@
 #include "convert/json.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct parser {
     const uint8_t *p;   /* input */
@@ -192,6 +193,15 @@ static kvik_status parse_number(struct parser *ps, struct json_value *v) {
         while (ps->pos < ps->len && ps->p[ps->pos] >= '0' && ps->p[ps->pos] <= '9') ps->pos++;
         if (ps->pos == digits) return fail(ps, start, "invalid number");
     }
+    /* The value as a double: strtod over a NUL-terminated copy (the grammar
+     * above has already been checked, so strtod reads all of it). */
+    size_t n = ps->pos - start;
+    char small[64], *text = n < sizeof small ? small : malloc(n + 1);
+    if (!text) return nomem(ps);
+    memcpy(text, ps->p + start, n);
+    text[n] = 0;
+    v->num = strtod(text, NULL);
+    if (text != small) free(text);
     if (integral && !overflow && !neg) {
         v->type = JSON_UINT;
         v->u = u;

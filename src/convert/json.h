@@ -10,7 +10,8 @@
  * string may contain NUL bytes, so its length is in len. A number that is a
  * non-negative integer fitting in 64 bits becomes JSON_UINT; every other
  * valid number (negative, fraction, exponent, too large) becomes
- * JSON_NUMBER, whose value is not kept. Duplicate keys are kept in order;
+ * JSON_NUMBER; every number's value is also in num, as strtod reads it
+ * (nearest double; overflow gives +-HUGE_VAL). Duplicate keys are kept in order;
  * callers decide whether they are errors.
  */
 #ifndef KVIK_CONVERT_JSON_H
@@ -28,7 +29,7 @@ enum json_type {
     JSON_FALSE,
     JSON_TRUE,
     JSON_UINT,   /* a non-negative integer <= UINT64_MAX, in u */
-    JSON_NUMBER, /* any other number; its value is not kept */
+    JSON_NUMBER, /* any other number, in num */
     JSON_STRING,
     JSON_ARRAY,
     JSON_OBJECT,
@@ -40,6 +41,7 @@ struct json_value {
     enum json_type type;
     size_t at;                       /* byte offset of the value in the input */
     uint64_t u;                      /* JSON_UINT */
+    double num;                      /* JSON_UINT and JSON_NUMBER: the value as a double */
     char *str;                       /* JSON_STRING: [len] bytes + NUL, owned */
     size_t len;                      /* JSON_STRING: bytes; ARRAY/OBJECT: entries */
     struct json_value *items;        /* JSON_ARRAY: [len] */

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "model/bind.h"
 
 static kvik_status get_u32(const struct gguf *g, const char *arch, const char *suffix, bool required,
                            uint32_t def, uint32_t *out, struct kvik_err *err) {
@@ -57,7 +58,7 @@ static kvik_status get_f32(const struct gguf *g, const char *arch, const char *s
 
 /* Binds rows [r0, r0 + rows) of a 2-D weight [cols] -> [total] (a fused
  * matrix's part; r0 = 0, rows = total: the whole). */
-static kvik_status bind_rows(const struct gguf *g, const char *name, int64_t cols, int64_t total, int64_t r0,
+kvik_status model_bind_rows(const struct gguf *g, const char *name, int64_t cols, int64_t total, int64_t r0,
                              int64_t rows, struct tensor_matrix *out, struct kvik_err *err) {
     int64_t i = gguf_find_tensor(g, name);
     if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "model: missing tensor '%s'", name);
@@ -76,14 +77,14 @@ static kvik_status bind_rows(const struct gguf *g, const char *name, int64_t col
     return KVIK_OK;
 }
 
-static kvik_status bind_matrix(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
+kvik_status model_bind_matrix(const struct gguf *g, const char *name, int64_t cols, int64_t rows,
                                struct tensor_matrix *out, struct kvik_err *err) {
-    return bind_rows(g, name, cols, rows, 0, rows, out, err);
+    return model_bind_rows(g, name, cols, rows, 0, rows, out, err);
 }
 
 /* Binds a vector of n F32 values (a norm's weights, a bias); an optional
  * one that is absent leaves *out NULL. */
-static kvik_status bind_vector(const struct gguf *g, const char *name, int64_t n, bool optional, const float **out,
+kvik_status model_bind_vector(const struct gguf *g, const char *name, int64_t n, bool optional, const float **out,
                                struct kvik_err *err) {
     *out = NULL;
     int64_t i = gguf_find_tensor(g, name);
@@ -103,7 +104,7 @@ static kvik_status bind_vector(const struct gguf *g, const char *name, int64_t n
  * > 0 (an angle is divided by it). */
 static kvik_status bind_factors(const struct gguf *g, const char *name, int64_t n, const float **out,
                                 struct kvik_err *err) {
-    kvik_status st = bind_vector(g, name, n, true, out, err);
+    kvik_status st = model_bind_vector(g, name, n, true, out, err);
     for (int64_t i = 0; !st && *out && i < n; i++) {
         float v = (*out)[i];
         if (!(isfinite(v) && v > 0.0f)) {
@@ -117,7 +118,7 @@ static kvik_status bind_factors(const struct gguf *g, const char *name, int64_t 
 
 static kvik_status bind_norm(const struct gguf *g, const char *name, int64_t n, const float **out,
                              struct kvik_err *err) {
-    return bind_vector(g, name, n, false, out, err);
+    return model_bind_vector(g, name, n, false, out, err);
 }
 
 static kvik_status read_hparams(const struct gguf *g, struct model_hparams *hp, const struct model_arch **arch_out,
@@ -230,31 +231,31 @@ static kvik_status bind_layer(struct model *m, int l, struct layer_weights *L, s
     kvik_status st;
     if ((st = bind_norm(g, NAME("attn_norm.weight"), d, &L->attn_norm, err)) ||
         (st = bind_norm(g, NAME("ffn_norm.weight"), d, &L->ffn_norm, err)) ||
-        (st = bind_matrix(g, NAME("attn_output.weight"), q_dim, d, &L->wo, err)) ||
-        (st = bind_matrix(g, NAME("ffn_down.weight"), ff, d, &L->w_down, err)))
+        (st = model_bind_matrix(g, NAME("attn_output.weight"), q_dim, d, &L->wo, err)) ||
+        (st = model_bind_matrix(g, NAME("ffn_down.weight"), ff, d, &L->w_down, err)))
         return st;
     if (a->fused_qkv) {
         int64_t total = q_dim + 2 * kv_dim;
-        if ((st = bind_rows(g, NAME("attn_qkv.weight"), d, total, 0, q_dim, &L->wq, err)) ||
-            (st = bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim, kv_dim, &L->wk, err)) ||
-            (st = bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim + kv_dim, kv_dim, &L->wv, err)))
+        if ((st = model_bind_rows(g, NAME("attn_qkv.weight"), d, total, 0, q_dim, &L->wq, err)) ||
+            (st = model_bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim, kv_dim, &L->wk, err)) ||
+            (st = model_bind_rows(g, NAME("attn_qkv.weight"), d, total, q_dim + kv_dim, kv_dim, &L->wv, err)))
             return st;
-    } else if ((st = bind_matrix(g, NAME("attn_q.weight"), d, q_dim, &L->wq, err)) ||
-               (st = bind_matrix(g, NAME("attn_k.weight"), d, kv_dim, &L->wk, err)) ||
-               (st = bind_matrix(g, NAME("attn_v.weight"), d, kv_dim, &L->wv, err))) {
+    } else if ((st = model_bind_matrix(g, NAME("attn_q.weight"), d, q_dim, &L->wq, err)) ||
+               (st = model_bind_matrix(g, NAME("attn_k.weight"), d, kv_dim, &L->wk, err)) ||
+               (st = model_bind_matrix(g, NAME("attn_v.weight"), d, kv_dim, &L->wv, err))) {
         return st;
     }
     if (a->fused_gate_up) {
-        if ((st = bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, 0, ff, &L->w_gate, err)) ||
-            (st = bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, ff, ff, &L->w_up, err)))
+        if ((st = model_bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, 0, ff, &L->w_gate, err)) ||
+            (st = model_bind_rows(g, NAME("ffn_up.weight"), d, 2 * ff, ff, ff, &L->w_up, err)))
             return st;
-    } else if ((st = bind_matrix(g, NAME("ffn_gate.weight"), d, ff, &L->w_gate, err)) ||
-               (st = bind_matrix(g, NAME("ffn_up.weight"), d, ff, &L->w_up, err))) {
+    } else if ((st = model_bind_matrix(g, NAME("ffn_gate.weight"), d, ff, &L->w_gate, err)) ||
+               (st = model_bind_matrix(g, NAME("ffn_up.weight"), d, ff, &L->w_up, err))) {
         return st;
     }
-    if (a->qkv_bias && ((st = bind_vector(g, NAME("attn_q.bias"), q_dim, true, &L->bq, err)) ||
-                        (st = bind_vector(g, NAME("attn_k.bias"), kv_dim, true, &L->bk, err)) ||
-                        (st = bind_vector(g, NAME("attn_v.bias"), kv_dim, true, &L->bv, err))))
+    if (a->qkv_bias && ((st = model_bind_vector(g, NAME("attn_q.bias"), q_dim, true, &L->bq, err)) ||
+                        (st = model_bind_vector(g, NAME("attn_k.bias"), kv_dim, true, &L->bk, err)) ||
+                        (st = model_bind_vector(g, NAME("attn_v.bias"), kv_dim, true, &L->bv, err))))
         return st;
     if (a->qk_norm && ((st = bind_norm(g, NAME("attn_q_norm.weight"), hd, &L->q_norm, err)) ||
                        (st = bind_norm(g, NAME("attn_k_norm.weight"), hd, &L->k_norm, err))))
@@ -290,37 +291,35 @@ static void drop_pages(const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Where the kernel table has a layout of its own for a weight type (AMX:
- * groups of sixteen rows block by block), the products' matrices are
- * rearranged into it once, into one allocation; the mapped file's pages of
- * those matrices are then no longer read (the embedding rows still are).
- * KVIK_REPACK=0 in the environment keeps the file's layout (comparisons). */
-static kvik_status repack_weights(struct model *m, struct kvik_err *err) {
+kvik_status model_repack_matrices(struct tensor_matrix *const *mats, size_t n, void **panels, struct kvik_err *err) {
+    *panels = NULL;
     const char *env = getenv("KVIK_REPACK");
     if (env && !strcmp(env, "0")) return KVIK_OK;
-    size_t cap = (size_t)m->hp.n_layer * 7 + 1, total = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += (tensor_repack_size(mats[i]) + 63) & ~(size_t)63;
+    if (!total) return KVIK_OK;
+    *panels = mem_alloc_aligned(total);
+    if (!*panels) return err_set(err, KVIK_ERR_NOMEM, "model: out of memory for %zu bytes of repacked weights", total);
+    uint8_t *p = *panels;
+    for (size_t i = 0; i < n; i++) {
+        size_t sz = tensor_repack_size(mats[i]);
+        if (!sz) continue;
+        tensor_repack(mats[i], p);
+        mats[i]->panel = p;
+        p += (sz + 63) & ~(size_t)63;
+        drop_pages(mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes);
+    }
+    return KVIK_OK;
+}
+
+static kvik_status repack_weights(struct model *m, struct kvik_err *err) {
+    size_t cap = (size_t)m->hp.n_layer * 7 + 1;
     struct tensor_matrix **mats = malloc(cap * sizeof *mats);
     if (!mats) return err_set(err, KVIK_ERR_NOMEM, "model: out of memory");
     size_t n = product_matrices(m, mats);
-    for (size_t i = 0; i < n; i++) total += (tensor_repack_size(mats[i]) + 63) & ~(size_t)63;
-    if (total) {
-        m->panels = mem_alloc_aligned(total);
-        if (!m->panels) {
-            free(mats);
-            return err_set(err, KVIK_ERR_NOMEM, "model: out of memory for %zu bytes of repacked weights", total);
-        }
-        uint8_t *p = m->panels;
-        for (size_t i = 0; i < n; i++) {
-            size_t sz = tensor_repack_size(mats[i]);
-            if (!sz) continue;
-            tensor_repack(mats[i], p);
-            mats[i]->panel = p;
-            p += (sz + 63) & ~(size_t)63;
-            drop_pages(mats[i]->data, (size_t)mats[i]->rows * mats[i]->row_bytes);
-        }
-    }
+    kvik_status st = model_repack_matrices(mats, n, &m->panels, err);
     free(mats);
-    return KVIK_OK;
+    return st;
 }
 
 /* struct model.identity: cheap, touches a few pages beyond the header. */
@@ -347,12 +346,12 @@ kvik_status model_load(const char *path, struct model **out, struct kvik_err *er
         goto fail;
     }
     hp->n_vocab = (int)gguf_tensor(m->file, emb)->ne[1];
-    if ((st = bind_matrix(m->file, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->token_embd, err)) ||
+    if ((st = model_bind_matrix(m->file, "token_embd.weight", hp->n_embd, hp->n_vocab, &m->token_embd, err)) ||
         (st = bind_norm(m->file, "output_norm.weight", hp->n_embd, &m->output_norm, err)))
         goto fail;
     hp->tied_output = gguf_find_tensor(m->file, "output.weight") < 0;
     if (hp->tied_output) m->output = m->token_embd;
-    else if ((st = bind_matrix(m->file, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)))
+    else if ((st = model_bind_matrix(m->file, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err)))
         goto fail;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
