@@ -945,6 +945,26 @@ TEST(serve_openai_python_client) {
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }
 
+/* The official client on /v1/embeddings of all-MiniLM-L6-v2 served alone
+ * (tests/serve/openai_embeddings_test.py). */
+TEST(serve_openai_embeddings_client) {
+    char root[1024], model[4096], args[4200];
+    if (!repo_root(root, sizeof root)) {
+        test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
+        return;
+    }
+    if (!test_cached_model("all-MiniLM-L6-v2-F16.gguf", model, sizeof model)) return;
+    char cmd[2300], python[1024] = "";
+    if (!serve_python(root, python, sizeof python)) return;
+    struct serve_proc s;
+    snprintf(args, sizeof args, "-m %s -t 1 --api-key emb-key", model);
+    if (!serve_start(&s, args, 60)) return;
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_embeddings_test.py' --base-url http://127.0.0.1:%d/v1 "
+             "--api-key emb-key 2>&1", python, root, s.port);
+    run_client_script(cmd, "openai_embeddings_test.py");
+    CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
+}
+
 /* lm-evaluation-harness (lm_eval from PyPI, scripts/lm-eval-venv.sh) runs a
  * local multiple-choice log-likelihood task against kvik serve through
  * echoed prompt logprobs; its per-choice numbers equal the HTTP API's and

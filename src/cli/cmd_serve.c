@@ -47,7 +47,10 @@ static void usage(FILE *f) {
             "  --model-draft PATH  draft model with the model's vocabulary (implies --spec draft)\n"
             "  --spec-max N        longest draft, 1..16 (default 8; adapts per sequence)\n"
             "  --spec-ngram N      longest n-gram prompt lookup matches, 1..8 (default 3)\n"
-            "Routes: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"
+            "  --embedding-model M an encoder (kvik pull all-minilm-l6-v2) served on /v1/embeddings\n"
+            "                      beside the chat model; -m with an encoder serves embeddings alone\n"
+            "  --embedding-threads N  the encoder's threads (default 1)\n"
+            "Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /tokenize, /detokenize;\n"
             "GET /v1/models, /health, /metrics. See docs/server.md.\n");
 }
 
@@ -130,6 +133,11 @@ int cmd_serve(int argc, char **argv) {
             spec_given = true;
         } else if (!strcmp(a, "--model-draft")) {
             cfg.model_draft = v;
+        } else if (!strcmp(a, "--embedding-model")) {
+            cfg.embedding_model = v;
+        } else if (!strcmp(a, "--embedding-threads")) {
+            if (!cli_parse_long(v, 1, 1024, &l)) return bad_value(a, v);
+            cfg.embedding_threads = (int)l;
         } else if (!strcmp(a, "--spec-max")) {
             if (!cli_parse_long(v, 1, SPEC_MAX_DRAFT, &l)) return bad_value(a, v);
             cfg.spec_max = (int)l;
@@ -164,6 +172,10 @@ int cmd_serve(int argc, char **argv) {
     static char draft_path[4096];
     if (cfg.model_draft && !(cfg.model_draft = cli_resolve_model(cfg.model_draft, draft_path, sizeof draft_path)))
         return 1; /* a registry name, a cache file or a path; cli_resolve_model said why not */
+    static char emb_path[4096];
+    if (cfg.embedding_model &&
+        !(cfg.embedding_model = cli_resolve_model(cfg.embedding_model, emb_path, sizeof emb_path)))
+        return 1;
     if (cfg.kv_mem_mib && cfg.ctx_total) {
         fprintf(stderr, "kvik serve: give --kv-mem or --ctx-total, not both\n");
         return 2;

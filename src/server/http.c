@@ -9,6 +9,7 @@
  *   GET  /v1/models[/{id}]       the served model
  *   POST /v1/chat/completions    chat, streaming or not
  *   POST /v1/completions         text completion, streaming or not
+ *   POST /v1/embeddings          vectors of texts or token arrays (with an embedding model)
  *   POST /tokenize, /detokenize  text <-> token ids
  *   GET  /tokenizer_info         the special tokens' text (vLLM's route; lm-evaluation-harness's
  *                                remote tokenizer reads it)
@@ -39,7 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/embedder.h"
 #include "engine/engine.h"
+#include "model/encoder.h"
 #include "model/model.h"
 #include "server/http_check.h"
 #include "server/job.h"
@@ -61,7 +64,12 @@ struct server {
     _Atomic int state;
     struct model *model;
     struct model *draft;     /* --model-draft, NULL without */
-    struct tokenizer *tok;
+    struct tokenizer *tok;   /* the chat model's (NULL: embeddings only) */
+    const struct tokenizer *vocab; /* /tokenize's: the chat model's, else the encoder's */
+    struct encoder *enc;     /* the embedding model (NULL: none) */
+    struct embedder *emb;
+    char emb_name[256];
+    int emb_ctx;             /* its positions */
     struct chat_format fmt;
     bool have_fmt;
     bool chat_strip_space; /* the vocabulary writes a space before words (SentencePiece) */
@@ -88,6 +96,7 @@ enum route {
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
     ROUTE_TOKENIZER_INFO,
+    ROUTE_EMBEDDINGS,
 };
 
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
@@ -482,6 +491,12 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
     enum api_route route = cs->route == ROUTE_CHAT ? API_ROUTE_CHAT : API_ROUTE_COMPLETIONS;
     struct api_error e = {0};
     struct api_request req;
+    if (!s->engine) {
+        api_fail(&e, 400, "invalid_request_error", "model_not_supported", "model",
+                 "The model '%s' is an embedding model; it does not generate text (use /v1/embeddings).",
+                 s->emb_name);
+        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    }
     if (!api_parse_request(route, cs->body.p, cs->body.len, s->cfg.max_body, &req, &e))
         return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
     /* a completions batch: one job per prompt (not streamed: request.c refuses that) */
@@ -567,12 +582,12 @@ static enum MHD_Result handle_tokenize(struct server *s, struct MHD_Connection *
         return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
     int64_t cap = (int64_t)t.len + 8;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    int64_t n = ids ? tokenizer_encode(s->tok, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
+    int64_t n = ids ? tokenizer_encode(s->vocab, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
     if (n > cap) { /* never for these vocabularies, but the contract allows it */
         free(ids);
         cap = n;
         ids = malloc((size_t)cap * sizeof *ids);
-        n = ids ? tokenizer_encode(s->tok, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
+        n = ids ? tokenizer_encode(s->vocab, t.text, t.len, t.add_special, t.parse_special, ids, cap) : KVIK_ERR_NOMEM;
     }
     api_tokenize_free(&t);
     if (n < 0 || n > cap) {
@@ -593,7 +608,7 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
     struct api_detokenize d;
     if (!api_parse_detokenize(cs->body.p, cs->body.len, s->cfg.max_body, &d, &e))
         return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
-    int32_t nv = tokenizer_n_vocab(s->tok);
+    int32_t nv = tokenizer_n_vocab(s->vocab);
     for (int i = 0; i < d.n; i++)
         if (d.ids[i] >= nv) {
             api_fail(&e, 400, "invalid_request_error", "invalid_value", "tokens",
@@ -601,9 +616,9 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
             api_detokenize_free(&d);
             return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
         }
-    int64_t n = tokenizer_decode(s->tok, d.ids, d.n, NULL, 0, true);
+    int64_t n = tokenizer_decode(s->vocab, d.ids, d.n, NULL, 0, true);
     char *raw = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (raw) tokenizer_decode(s->tok, d.ids, d.n, raw, (size_t)n + 1, true);
+    if (raw) tokenizer_decode(s->vocab, d.ids, d.n, raw, (size_t)n + 1, true);
     api_detokenize_free(&d);
     size_t len = 0;
     char *text = raw ? api_utf8_sanitize(raw, (size_t)n, &len) : NULL;
@@ -618,9 +633,9 @@ static enum MHD_Result handle_detokenize(struct server *s, struct MHD_Connection
 
 /* The text of special token id (render_special), or JSON null for -1. */
 static json_t *special_json(const struct server *s, int32_t id) {
-    if (id < 0 || id >= tokenizer_n_vocab(s->tok)) return json_null();
+    if (id < 0 || id >= tokenizer_n_vocab(s->vocab)) return json_null();
     char buf[256];
-    size_t n = job_token_bytes(s->tok, id, buf, sizeof buf);
+    size_t n = job_token_bytes(s->vocab, id, buf, sizeof buf);
     size_t len;
     char *t = api_utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf, &len);
     json_t *v = t ? json_stringn(t, len) : NULL;
@@ -630,13 +645,80 @@ static json_t *special_json(const struct server *s, int32_t id) {
 
 static enum MHD_Result handle_tokenizer_info(struct server *s, struct MHD_Connection *conn) {
     json_t *root = json_object();
-    json_object_set_new(root, "eos_token", special_json(s, tokenizer_eos(s->tok)));
-    json_object_set_new(root, "bos_token", special_json(s, tokenizer_bos(s->tok)));
+    json_object_set_new(root, "eos_token", special_json(s, tokenizer_eos(s->vocab)));
+    json_object_set_new(root, "bos_token", special_json(s, tokenizer_bos(s->vocab)));
     json_object_set_new(root, "pad_token", json_null());
-    json_object_set_new(root, "add_bos_token", json_boolean(tokenizer_add_bos(s->tok)));
-    json_object_set_new(root, "vocab_size", json_integer(tokenizer_n_vocab(s->tok)));
+    json_object_set_new(root, "add_bos_token", json_boolean(tokenizer_add_bos(s->vocab)));
+    json_object_set_new(root, "vocab_size", json_integer(tokenizer_n_vocab(s->vocab)));
     json_object_set_new(root, "max_model_len", json_integer(s->n_ctx));
     return reply_json(s, conn, MHD_HTTP_OK, root);
+}
+
+/* POST /v1/embeddings: each input tokenized as the encoder reads a text
+ * (encoder_tokenize: [CLS] text [SEP], cut to the positions), or taken as
+ * the ids of a text's tokens and put between [CLS] and [SEP]; all of the
+ * request's inputs go to the embedder at once. */
+static enum MHD_Result handle_embeddings(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    struct api_error e;
+    if (!s->emb) {
+        api_fail(&e, 400, "invalid_request_error", "model_not_supported", "model",
+                 "The model '%s' does not make embeddings; start the server with --embedding-model.", s->name);
+        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    }
+    struct api_embed_request r;
+    if (!api_parse_embeddings(cs->body.p, cs->body.len, s->cfg.max_body, &r, &e))
+        return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    const struct encoder_hparams *hp = encoder_hparams(s->enc);
+    const struct tokenizer *tok = encoder_tokenizer(s->enc);
+    int n = r.n, ctx = hp->n_ctx, dim = hp->n_embd;
+    int32_t *ids = malloc((size_t)n * (size_t)ctx * sizeof *ids);
+    const int32_t **rows = malloc((size_t)n * sizeof *rows);
+    int *n_ids = malloc((size_t)n * sizeof *n_ids);
+    float *out = malloc((size_t)n * (size_t)dim * sizeof *out);
+    bool ok = ids && rows && n_ids && out;
+    int64_t tokens = 0;
+    if (!ok) api_fail(&e, 500, "server_error", NULL, NULL, "The server ran out of memory.");
+    if (ok && r.dimensions && r.dimensions != dim)
+        ok = api_fail(&e, 400, "invalid_request_error", "invalid_value", "dimensions",
+                      "Invalid 'dimensions': the model '%s' makes vectors of %d dimensions only.", s->emb_name, dim);
+    for (int i = 0; ok && i < n; i++) {
+        int32_t *row = ids + (size_t)i * (size_t)ctx;
+        rows[i] = row;
+        if (r.texts[i]) {
+            int64_t k = encoder_tokenize(s->enc, r.texts[i], r.lens[i], row, ctx);
+            if (k < 0) ok = api_fail(&e, 500, "server_error", NULL, NULL, "Input %d could not be tokenized.", i);
+            n_ids[i] = (int)k;
+        } else if (r.n_ids[i] > ctx - 2) {
+            ok = api_fail(&e, 400, "invalid_request_error", "context_length_exceeded", "input",
+                          "Input %d has %d tokens; the model '%s' reads at most %d (%d positions less [CLS] and "
+                          "[SEP]).", i, r.n_ids[i], s->emb_name, ctx - 2, ctx);
+        } else {
+            int32_t nv = tokenizer_n_vocab(tok);
+            for (int t = 0; ok && t < r.n_ids[i]; t++)
+                if (r.ids[i][t] >= nv)
+                    ok = api_fail(&e, 400, "invalid_request_error", "invalid_value", "input",
+                                  "Invalid 'input': token id %d is out of range (the vocabulary has %d tokens).",
+                                  r.ids[i][t], nv);
+            row[0] = tokenizer_bos(tok);
+            memcpy(row + 1, r.ids[i], (size_t)r.n_ids[i] * sizeof *row);
+            row[r.n_ids[i] + 1] = tokenizer_eos(tok);
+            n_ids[i] = r.n_ids[i] + 2;
+        }
+        tokens += n_ids[i];
+    }
+    struct kvik_err err = {0};
+    kvik_status st = ok ? embedder_embed(s->emb, n, rows, n_ids, out, &err) : KVIK_OK;
+    if (ok && st)
+        ok = api_fail(&e, st == KVIK_ERR_BUSY ? 503 : 500, "server_error", NULL, NULL, "Embedding failed: %s",
+                      err.msg);
+    char *body = ok ? resp_embeddings(out, n, dim, r.base64, s->emb_name, tokens) : NULL;
+    free(ids);
+    free(rows);
+    free(n_ids);
+    free(out);
+    api_embed_request_free(&r);
+    if (!ok) return reply_error(s, conn, &e, e.status == 503 ? METRICS_REJECT_DRAINING : METRICS_REJECT_INVALID);
+    return reply(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false);
 }
 
 static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
@@ -662,20 +744,30 @@ static enum MHD_Result handle_health(struct server *s, struct MHD_Connection *co
     return reply_json(s, conn, state == SRV_READY ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, root);
 }
 
+/* The served models: the chat model, then the embedding model. */
+static int served_models(const struct server *s, const char **names, int *n_ctx) {
+    int n = 0;
+    if (s->engine) names[n] = s->name, n_ctx[n++] = s->n_ctx;
+    if (s->enc) names[n] = s->emb_name, n_ctx[n++] = s->emb_ctx;
+    return n;
+}
+
 static enum MHD_Result handle_models(struct server *s, struct MHD_Connection *conn, const char *url) {
+    const char *names[2];
+    int n_ctx[2], n = served_models(s, names, n_ctx);
     if (!strcmp(url, "/v1/models")) {
-        char *b = resp_models(s->name, s->created, s->n_ctx, true);
+        char *b = resp_models(names, n_ctx, n, s->created, true);
         return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
     }
     const char *id = url + strlen("/v1/models/");
-    if (strcmp(id, s->name) != 0) {
-        struct api_error e;
-        api_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
-                 "The model '%.200s' does not exist.", id);
-        return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
-    }
-    char *b = resp_models(s->name, s->created, s->n_ctx, false);
-    return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(id, names[i])) {
+            char *b = resp_models(names + i, n_ctx + i, 1, s->created, false);
+            return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
+        }
+    struct api_error e;
+    api_fail(&e, 404, "invalid_request_error", "model_not_found", "model", "The model '%.200s' does not exist.", id);
+    return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
@@ -699,6 +791,7 @@ static const struct route_def routes[] = {
     {"/tokenize", false, "POST", ROUTE_TOKENIZE, true, true},
     {"/detokenize", false, "POST", ROUTE_DETOKENIZE, true, true},
     {"/tokenizer_info", false, "GET", ROUTE_TOKENIZER_INFO, true, true},
+    {"/v1/embeddings", false, "POST", ROUTE_EMBEDDINGS, true, true},
 };
 
 static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
@@ -836,6 +929,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case ROUTE_TOKENIZE: return handle_tokenize(s, conn, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, cs);
     case ROUTE_TOKENIZER_INFO: return handle_tokenizer_info(s, conn);
+    case ROUTE_EMBEDDINGS: return handle_embeddings(s, conn, cs);
     default: return MHD_NO;
     }
 }
@@ -993,15 +1087,63 @@ static void test_load_delay(void) {
     }
 }
 
+/* True when the GGUF at path is an encoder ("bert"); false for anything
+ * else, an unreadable file included (the loader then says why). */
+static bool is_encoder_file(const char *path) {
+    struct gguf *g = NULL;
+    struct kvik_err err = {0};
+    struct gguf_str a = {0};
+    bool enc = gguf_open(path, &g, &err) == KVIK_OK && gguf_get_str(g, "general.architecture", &a, &err) == KVIK_OK &&
+               a.len == 4 && !memcmp(a.ptr, "bert", 4);
+    gguf_close(g);
+    return enc;
+}
+
+/* The file name without its folder and ".gguf", into buf. */
+static void file_model_name(const char *path, char *buf, size_t len) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(buf, len, "%s", base);
+    size_t n = strlen(buf);
+    if (n > 5 && !strcmp(buf + n - 5, ".gguf")) buf[n - 5] = 0;
+}
+
+static bool load_encoder(struct server *s, const char *path) {
+    struct kvik_err err = {0};
+    fprintf(stderr, "kvik serve: loading the embedding model %s\n", path);
+    struct embedder_config ec = embedder_config_default();
+    if (s->cfg.embedding_threads) ec.n_threads = s->cfg.embedding_threads;
+    if (encoder_load(path, &s->enc, &err) || !(s->emb = embedder_new(s->enc, &ec, &err))) {
+        fprintf(stderr, "kvik serve: cannot load the embedding model %s: %s\n", path, err.msg);
+        return false;
+    }
+    s->emb_ctx = encoder_hparams(s->enc)->n_ctx;
+    if (path == s->cfg.model_path) snprintf(s->emb_name, sizeof s->emb_name, "%s", s->name);
+    else file_model_name(path, s->emb_name, sizeof s->emb_name);
+    return true;
+}
+
 static bool load_model(struct server *s) {
     struct kvik_err err = {0};
-    fprintf(stderr, "kvik serve: loading %s\n", s->cfg.model_path);
     test_load_delay();
+    if (is_encoder_file(s->cfg.model_path)) {
+        if (s->cfg.embedding_model) {
+            fprintf(stderr, "kvik serve: -m is an embedding model; --embedding-model goes with a chat model\n");
+            return false;
+        }
+        if (!load_encoder(s, s->cfg.model_path)) return false;
+        s->vocab = encoder_tokenizer(s->enc);
+        s->n_ctx = s->emb_ctx;
+        return true;
+    }
+    if (s->cfg.embedding_model && !load_encoder(s, s->cfg.embedding_model)) return false;
+    fprintf(stderr, "kvik serve: loading %s\n", s->cfg.model_path);
     if (model_load(s->cfg.model_path, &s->model, &err) || tokenizer_load(s->model->file, &s->tok, &err)) {
         fprintf(stderr, "kvik serve: cannot load the model %s: %s\n", s->cfg.model_path, err.msg);
         return false;
     }
     load_chat_template(s);
+    s->vocab = s->tok;
     s->chat_strip_space = vocab_strips_space(s->tok);
     if (!(s->eog = engine_eog_ids(s->tok, &s->n_eog))) return false;
 
@@ -1043,11 +1185,7 @@ static void model_name(struct server *s) {
         snprintf(s->name, sizeof s->name, "%s", s->cfg.model_name);
         return;
     }
-    const char *base = strrchr(s->cfg.model_path, '/');
-    base = base ? base + 1 : s->cfg.model_path;
-    snprintf(s->name, sizeof s->name, "%s", base);
-    size_t n = strlen(s->name);
-    if (n > 5 && !strcmp(s->name + n - 5, ".gguf")) s->name[n - 5] = 0;
+    file_model_name(s->cfg.model_path, s->name, sizeof s->name);
 }
 
 static void server_free(struct server *s) {
@@ -1055,6 +1193,8 @@ static void server_free(struct server *s) {
     watchdog_free(s->watch); /* after the daemon: every connection is closed */
     free(s->reply_413);
     engine_free(s->engine);
+    embedder_free(s->emb); /* after the daemon: no request waits on it */
+    encoder_free(s->enc);
     free(s->eog);
     chat_format_free(&s->fmt);
     tokenizer_free(s->tok);
@@ -1086,8 +1226,12 @@ int server_run(const struct server_config *cfg) {
         return 1;
     }
     atomic_store(&s->state, SRV_READY);
-    fprintf(stderr, "kvik serve: ready: model '%s', context %d tokens%s\n", s->name, s->n_ctx,
-            s->cfg.api_key ? ", API key required" : "");
+    if (s->engine)
+        fprintf(stderr, "kvik serve: ready: model '%s', context %d tokens%s%s%s\n", s->name, s->n_ctx,
+                s->enc ? ", embeddings by '" : "", s->enc ? s->emb_name : "", s->enc ? "'" : "");
+    else
+        fprintf(stderr, "kvik serve: ready: embedding model '%s', %d positions\n", s->emb_name, s->emb_ctx);
+    if (s->cfg.api_key) fprintf(stderr, "kvik serve: API key required\n");
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
@@ -1097,7 +1241,7 @@ int server_run(const struct server_config *cfg) {
     atomic_store(&s->state, SRV_DRAINING);
     MHD_socket lfd = MHD_quiesce_daemon(s->daemon);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
-    engine_drain(s->engine, clock_ns() + (int64_t)(s->cfg.drain_timeout_s * 1e9));
+    if (s->engine) engine_drain(s->engine, clock_ns() + (int64_t)(s->cfg.drain_timeout_s * 1e9));
     /* let the connections write their last chunks (bounded) */
     for (int i = 0; i < 200 && atomic_load(&s->inflight) > 0; i++) usleep(10000);
     server_free(s);

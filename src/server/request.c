@@ -718,3 +718,91 @@ void api_detokenize_free(struct api_detokenize *d) {
     free(d->ids);
     *d = (struct api_detokenize){0};
 }
+
+/* ---- POST /v1/embeddings ------------------------------------------------- */
+
+/* input[i] (param "input" or "input[i]"): a string, or an array of ids. */
+static bool parse_embed_input(json_t *v, const char *param, struct api_embed_request *r, int i,
+                              struct api_error *e) {
+    if (json_is_string(v)) {
+        if (!(r->texts[i] = dup_string(v, &r->lens[i]))) return nomem(e);
+        return true;
+    }
+    if (!json_is_array(v)) return type_error(e, param, "a string or an array of token ids", v);
+    if (json_array_size(v) == 0)
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
+                        "Invalid '%s': an array of token ids must not be empty.", param);
+    return parse_ids(v, param, &r->ids[i], &r->n_ids[i], e);
+}
+
+bool api_parse_embeddings(const char *body, size_t len, size_t max_body, struct api_embed_request *r,
+                          struct api_error *e) {
+    *r = (struct api_embed_request){0};
+    json_t *root = load_body(body, len, max_body, e);
+    if (!root) return false;
+    bool ok = false;
+    json_t *in = field(root, "input");
+    char *fmt = NULL;
+    long long dims = 0;
+    if (!in) {
+        api_fail(e, 400, "invalid_request_error", "missing_required_parameter", "input",
+                 "Missing required parameter: 'input'.");
+        goto out;
+    }
+    /* a string, an array of ids, an array of strings, or an array of id arrays */
+    bool many = json_is_array(in) && json_array_size(in) > 0 && !json_is_integer(json_array_get(in, 0)) &&
+                !json_is_real(json_array_get(in, 0));
+    size_t n = many ? json_array_size(in) : 1;
+    if (json_is_array(in) && json_array_size(in) == 0) {
+        api_fail(e, 400, "invalid_request_error", "invalid_value", "input", "Invalid 'input': it must not be empty.");
+        goto out;
+    }
+    if (n > API_MAX_EMBED_INPUTS) {
+        api_fail(e, 400, "invalid_request_error", "array_above_max_length", "input",
+                 "Invalid 'input': array too long. Expected an array with maximum length %d, but got an array "
+                 "with length %zu instead.", API_MAX_EMBED_INPUTS, n);
+        goto out;
+    }
+    r->n = (int)n;
+    r->texts = calloc(n, sizeof *r->texts);
+    r->lens = calloc(n, sizeof *r->lens);
+    r->ids = calloc(n, sizeof *r->ids);
+    r->n_ids = calloc(n, sizeof *r->n_ids);
+    if (!r->texts || !r->lens || !r->ids || !r->n_ids) {
+        nomem(e);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char p[32];
+        snprintf(p, sizeof p, many ? "input[%zu]" : "input", i);
+        if (!parse_embed_input(many ? json_array_get(in, i) : in, p, r, (int)i, e)) goto out;
+    }
+    if (get_string(root, "encoding_format", &fmt, e) == FIELD_BAD) goto out;
+    if (fmt && strcmp(fmt, "float") && strcmp(fmt, "base64")) {
+        api_fail(e, 400, "invalid_request_error", "invalid_value", "encoding_format",
+                 "Invalid 'encoding_format': expected 'float' or 'base64', but got '%.40s'.", fmt);
+        goto out;
+    }
+    r->base64 = fmt && !strcmp(fmt, "base64");
+    if (get_int(root, "dimensions", 1, 1 << 20, &dims, e) == FIELD_BAD) goto out;
+    r->dimensions = (int)dims;
+    ok = true;
+out:
+    free(fmt);
+    json_decref(root);
+    if (!ok) api_embed_request_free(r);
+    return ok;
+}
+
+void api_embed_request_free(struct api_embed_request *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        if (r->texts) free(r->texts[i]);
+        if (r->ids) free(r->ids[i]);
+    }
+    free(r->texts);
+    free(r->lens);
+    free(r->ids);
+    free(r->n_ids);
+    *r = (struct api_embed_request){0};
+}

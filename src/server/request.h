@@ -35,6 +35,7 @@ enum {
     API_MAX_MESSAGES = 4096,        /* chat messages */
     API_MAX_DETOKENIZE = 1 << 20,   /* ids in one /detokenize body */
     API_MAX_PROMPTS = 64,           /* prompts in one completions batch */
+    API_MAX_EMBED_INPUTS = 2048,    /* inputs in one embeddings request (OpenAI's limit) */
 };
 
 enum api_route {
@@ -144,6 +145,23 @@ struct api_detokenize {
 bool api_parse_detokenize(const char *body, size_t len, size_t max_body,
                           struct api_detokenize *d, struct api_error *e);
 void api_detokenize_free(struct api_detokenize *d);
+
+/* POST /v1/embeddings {"input": TEXT | [TEXT...] | [ID...] | [[ID...]...],
+ * "encoding_format": "float" | "base64", "dimensions": N}. Input i is a
+ * text (texts[i], lens[i]) or ids (ids[i], n_ids[i] >= 1; texts[i] NULL);
+ * ids are range-checked by the caller. */
+struct api_embed_request {
+    int n;            /* 1..API_MAX_EMBED_INPUTS */
+    char **texts;
+    size_t *lens;
+    int32_t **ids;
+    int *n_ids;
+    bool base64;
+    int dimensions;   /* 0: not given */
+};
+bool api_parse_embeddings(const char *body, size_t len, size_t max_body, struct api_embed_request *r,
+                          struct api_error *e);
+void api_embed_request_free(struct api_embed_request *r);
 
 /* s[0..n) with every invalid byte sequence as U+FFFD, NUL-terminated,
  * malloc'd, length in *out_len; NULL if out of memory. */

@@ -390,22 +390,95 @@ bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out
     return complete;
 }
 
-char *resp_models(const char *name, int64_t created, int n_ctx, bool list) {
+static json_t *model_object(const char *name, int64_t created, int n_ctx) {
     json_t *m = json_object();
     json_object_set_new(m, "id", json_string(name));
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(created));
     json_object_set_new(m, "owned_by", json_string("kvik"));
     json_object_set_new(m, "max_model_len", json_integer(n_ctx));
-    json_t *root = m;
+    return m;
+}
+
+char *resp_models(const char *const *names, const int *n_ctx, int n, int64_t created, bool list) {
+    json_t *root;
     if (list) {
         root = json_object();
         json_object_set_new(root, "object", json_string("list"));
         json_t *data = json_array();
-        json_array_append_new(data, m);
+        for (int i = 0; i < n; i++) json_array_append_new(data, model_object(names[i], created, n_ctx[i]));
         json_object_set_new(root, "data", data);
+    } else {
+        root = model_object(names[0], created, n_ctx[0]);
     }
     char *s = json_dumps(root, RESP_JSON_FLAGS);
+    json_decref(root);
+    return s;
+}
+
+/* Standard base64 (RFC 4648, with padding) of n bytes, NUL-terminated. */
+static char *base64(const uint8_t *p, size_t n) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *s = malloc((n + 2) / 3 * 4 + 1), *o = s;
+    if (!s) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *o++ = A[v >> 18 & 63];
+        *o++ = A[v >> 12 & 63];
+        *o++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *o = 0;
+    return s;
+}
+
+char *resp_embeddings(const float *vecs, int n, int dim, bool b64, const char *model, int64_t prompt_tokens) {
+    json_t *root = json_object(), *data = json_array();
+    bool ok = root && data;
+    for (int i = 0; ok && i < n; i++) {
+        const float *v = vecs + (size_t)i * (size_t)dim;
+        json_t *item = json_object(), *emb;
+        if (b64) {
+            uint8_t *bytes = malloc((size_t)dim * 4);
+            char *s = NULL;
+            if (bytes) {
+                for (int k = 0; k < dim; k++) {
+                    uint32_t u = f32_to_bits(v[k]);
+                    for (int b = 0; b < 4; b++) bytes[4 * k + b] = (uint8_t)(u >> (8 * b));
+                }
+                s = base64(bytes, (size_t)dim * 4);
+            }
+            free(bytes);
+            emb = s ? json_string(s) : NULL;
+            free(s);
+        } else {
+            emb = json_array();
+            for (int k = 0; emb && k < dim; k++) json_array_append_new(emb, json_real((double)v[k]));
+        }
+        ok = item && emb;
+        if (!ok) {
+            json_decref(item);
+            json_decref(emb);
+            break;
+        }
+        json_object_set_new(item, "object", json_string("embedding"));
+        json_object_set_new(item, "index", json_integer(i));
+        json_object_set_new(item, "embedding", emb);
+        json_array_append_new(data, item);
+    }
+    char *s = NULL;
+    if (ok) {
+        json_object_set_new(root, "object", json_string("list"));
+        json_object_set_new(root, "data", data);
+        data = NULL;
+        json_object_set_new(root, "model", json_string(model));
+        json_t *usage = json_object();
+        json_object_set_new(usage, "prompt_tokens", json_integer(prompt_tokens));
+        json_object_set_new(usage, "total_tokens", json_integer(prompt_tokens));
+        json_object_set_new(root, "usage", usage);
+        s = json_dumps(root, RESP_JSON_FLAGS);
+    }
+    json_decref(data);
     json_decref(root);
     return s;
 }

@@ -99,8 +99,14 @@ void resp_step_free(struct resp_step *st);
 /* Both at once, under j->mu (tests); true when the stream is complete. */
 bool resp_stream_step(const struct resp_ctx *rc, struct job *j, struct sbuf *out);
 
+/* The /v1/embeddings body of n vectors of dim floats: each a JSON array
+ * of numbers, or (b64) the base64 of its little-endian float32 bytes, as
+ * OpenAI's encoding_format "base64"; usage counts prompt_tokens.
+ * malloc'd; NULL if out of memory. */
+char *resp_embeddings(const float *vecs, int n, int dim, bool b64, const char *model, int64_t prompt_tokens);
+
 /* {"object":"list","data":[{"id":NAME,"object":"model","created":T,"owned_by":"kvik",
- * "max_model_len":CTX}]} or, one (list false), the model object alone. */
-char *resp_models(const char *name, int64_t created, int n_ctx, bool list);
+ * "max_model_len":CTX}, ...]} of n models or, list false, the first's model object alone. */
+char *resp_models(const char *const *names, const int *n_ctx, int n, int64_t created, bool list);
 
 #endif /* KVIK_SERVER_RESPONSE_H */

@@ -63,6 +63,9 @@ struct server_config {
     int spec_mode;           /* enum spec_mode: speculative decoding (SPEC_NONE) */
     const char *model_draft; /* SPEC_DRAFT: the draft model's path */
     int spec_max, spec_ngram; /* 0: the engine's defaults */
+    const char *embedding_model; /* an encoder GGUF served on /v1/embeddings (NULL: none, unless
+                                    model_path is itself an encoder: then it serves embeddings alone) */
+    int embedding_threads;   /* the encoder's thread pool (0: 1) */
 };
 
 struct server_config server_config_default(void);

@@ -1,7 +1,8 @@
 /*
  * fuzz_request.c — libFuzzer target for the server's request parser
  * (src/server/request.c). Each input is one HTTP body, read as a chat
- * completions, a completions, a /tokenize and a /detokenize body. A body
+ * completions, a completions, a /tokenize, a /detokenize and a
+ * /v1/embeddings body. A body
  * that parses must satisfy every documented bound (else trap); its stop
  * strings are then run over its own text (the prompt or the messages) in
  * pieces through stop_scan, and the result must equal the one found by
@@ -96,6 +97,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < d.n; i++)
             if (d.ids[i] < 0) __builtin_trap();
     api_detokenize_free(&d);
+    /* an embeddings body: 1..API_MAX_EMBED_INPUTS inputs, each a text or ids >= 0 */
+    struct api_embed_request er;
+    if (api_parse_embeddings(body, size, 1 << 20, &er, &e)) {
+        if (er.n < 1 || er.n > API_MAX_EMBED_INPUTS || er.dimensions < 0) __builtin_trap();
+        for (int i = 0; i < er.n; i++) {
+            if (!er.texts[i] && er.n_ids[i] < 1) __builtin_trap();
+            for (int k = 0; !er.texts[i] && k < er.n_ids[i]; k++)
+                if (er.ids[i][k] < 0) __builtin_trap();
+        }
+    } else if (e.status < 400 || e.status > 599 || !e.message[0]) {
+        __builtin_trap();
+    }
+    api_embed_request_free(&er);
     /* the sanitizer always yields valid UTF-8 */
     size_t n;
     char *s = api_utf8_sanitize(body, size, &n);
