@@ -133,7 +133,22 @@ TEST(embed_minilm_matches_numpy_reference) {
         encoder_free(e);
         return;
     }
-    CHECK_MSG(g.n >= 200, "%d texts", g.n);
+    /* the sanitizer and clang runs (KVIK_TEST_QUICK) check every fourth text */
+    const char *quick = getenv("KVIK_TEST_QUICK");
+    int stride = quick && *quick ? 4 : 1;
+    if (stride > 1) {
+        int m = 0;
+        for (int i = 0; i < g.n; i += stride, m++) {
+            char *t = g.texts[m];
+            int32_t *d = g.ids[m];
+            g.texts[m] = g.texts[i], g.ids[m] = g.ids[i], g.n_ids[m] = g.n_ids[i];
+            g.texts[i] = t, g.ids[i] = d;
+            memmove(g.vec + (size_t)m * hp->n_embd, g.vec + (size_t)i * hp->n_embd, (size_t)hp->n_embd * 4);
+        }
+        for (int i = m; i < g.n; i++) free(g.texts[i]), free(g.ids[i]);
+        g.n = m;
+    }
+    CHECK_MSG(g.n * stride >= 200, "%d texts", g.n);
     int at_limit = 0, id_mismatch = 0, low = 0;
     double worst = 1;
     int32_t *ids = malloc((size_t)g.n * (size_t)hp->n_ctx * sizeof *ids);
@@ -148,7 +163,7 @@ TEST(embed_minilm_matches_numpy_reference) {
                       (long long)n, g.n_ids[i], g.texts[i]);
         at_limit += n == hp->n_ctx;
     }
-    CHECK_MSG(at_limit >= 10, "%d texts reach the 512-position limit", at_limit);
+    CHECK_MSG(at_limit * stride >= 10, "%d texts reach the 512-position limit", at_limit);
     struct kvik_err err = {0};
     enum { BATCH = 8 };
     struct encoder_ctx *ctx = encoder_ctx_new(e, 2, BATCH * hp->n_ctx, &err);
