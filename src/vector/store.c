@@ -687,7 +687,7 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
         if (vis) visited_put(s, vis);
     }
     int n = 0;
-    if (ok) {
+    if (ok && res.n) {
         qsort(res.a, (size_t)res.n, sizeof *res.a, cmp_hitem);
         for (int i = 0; i < res.n && n < p->k; i++) {
             float sc = -res.a[i].d;
