@@ -118,3 +118,47 @@ TEST(prng_known_answers) {
         }
     }
 }
+
+TEST(crc32c_known_answers) {
+    /* The check value of the CRC catalogue, and RFC 3720's 32 zero bytes. */
+    CHECK_EQ_INT((long long)crc32c("123456789", 9), 0xE3069283);
+    uint8_t zeros[32] = {0};
+    CHECK_EQ_INT((long long)crc32c(zeros, 32), 0x8A9136AA);
+    CHECK_EQ_INT((long long)crc32c("", 0), 0);
+    /* Continued over two pieces, it is the whole's. */
+    CHECK_EQ_INT((long long)crc32c_update(crc32c("1234", 4), "56789", 5), 0xE3069283);
+}
+
+/* map64 against a plain array of every key's value over random puts,
+ * replacements and deletes of a small key space (long probe runs). */
+TEST(map64_matches_an_array) {
+    enum { KEYS = 3000, OPS = 200000 };
+    static int64_t want[KEYS];
+    for (int i = 0; i < KEYS; i++) want[i] = -1;
+    struct map64 m = {0};
+    struct prng r;
+    prng_seed(&r, 11);
+    int64_t held = 0;
+    int bad = 0;
+    for (int op = 0; op < OPS; op++) {
+        uint64_t k = prng_next(&r) % KEYS;
+        uint64_t key = k * 0x100000001ull; /* spread over the whole 64 bits */
+        if (prng_next(&r) % 3) {
+            int64_t v = (int64_t)(prng_next(&r) >> 2);
+            REQUIRE(map64_put(&m, key, v));
+            if (want[k] < 0) held++;
+            want[k] = v;
+        } else {
+            bool was = map64_del(&m, key);
+            if (was != (want[k] >= 0)) bad++;
+            if (want[k] >= 0) held--;
+            want[k] = -1;
+        }
+        if (op % 1000 == 0)
+            for (int i = 0; i < KEYS; i++) bad += map64_get(&m, (uint64_t)i * 0x100000001ull) != want[i];
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT((long long)m.n, held);
+    map64_free(&m);
+    CHECK(map64_get(&m, 1) == -1 && !map64_del(&m, 1));
+}

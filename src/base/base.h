@@ -101,6 +101,25 @@ void sha256_final(struct sha256 *s, uint8_t out[32]);
  * false with errno set when it cannot be read. */
 bool sha256_file(const char *path, char hex[65]);
 
+/* CRC-32C (Castagnoli) of p[0..n): crc32c("123456789", 9) == 0xE3069283.
+ * crc32c_update continues a checksum over more bytes (start from 0). */
+uint32_t crc32c(const void *p, size_t n);
+uint32_t crc32c_update(uint32_t crc, const void *p, size_t n);
+
+/* ---- maps ------------------------------------------------------------ */
+
+/* A map from 64-bit keys to values >= 0 (open addressing; zeroed is
+ * empty). put replaces a key's value; false only when out of memory. */
+struct map64 {
+    uint64_t *key; /* [cap] */
+    int64_t *val;  /* [cap]; -1: an empty slot */
+    size_t cap, n; /* cap: 0 or a power of two; n: keys held */
+};
+int64_t map64_get(const struct map64 *m, uint64_t key); /* -1 when absent */
+bool map64_put(struct map64 *m, uint64_t key, int64_t val);
+bool map64_del(struct map64 *m, uint64_t key); /* whether key was there */
+void map64_free(struct map64 *m);
+
 /* ---- random numbers -------------------------------------------------- */
 
 /* xoshiro256** (Blackman and Vigna), seeded with four outputs of

@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vector/vector.h"
-
-enum { MAX_LEVEL = 16 };
+#include "vector/store_int.h"
 
 struct hitem {
     float d;
@@ -67,119 +65,9 @@ static struct hitem heap_pop(struct heap *h) {
     return top;
 }
 
-/* A visited mark per node: node i is visited when mark[i] == gen. */
-struct visited {
-    uint32_t *mark;
-    int64_t cap;
-    uint32_t gen;
-    struct visited *next;
-};
-
-struct node_attrs {
-    struct vec_attr *a; /* owned: keys and strings too */
-    int n;
-};
-
-struct vec_store {
-    struct vec_config cfg;
-    pthread_rwlock_t lock;
-    size_t row_bytes;
-    /* nodes */
-    uint8_t *rows;            /* [cap][row_bytes] */
-    float *scales;            /* [cap] (int8 storage) */
-    uint64_t *ext;            /* [cap] external id */
-    bool *dead;               /* [cap] tombstone */
-    struct node_attrs *attrs; /* [cap] */
-    int8_t *level;            /* [cap] */
-    uint32_t *links0;         /* [cap][1 + 2M]: count, then ids */
-    uint32_t **upper;         /* [cap]: levels 1..level, each [1 + M] */
-    int64_t n, cap, live;
-    /* the graph */
-    int64_t entry;            /* -1: empty */
-    int max_level;
-    struct prng rng;
-    double ml;
-    /* external id -> node, open addressing with linear probing */
-    uint64_t *map_key;
-    int64_t *map_val;         /* -1: empty slot */
-    size_t map_cap;           /* a power of two */
-    /* visited arrays for searches */
-    pthread_mutex_t vmu;
-    struct visited *vfree;
-};
-
 struct vec_config vec_config_default(int dim) {
     return (struct vec_config){.dim = dim, .storage = VEC_F32, .index = VEC_HNSW, .normalize = true, .M = 16,
                                .ef_construction = 200, .ef_search = 64, .seed = 0x6b76696b};
-}
-
-/* ---- the id table ------------------------------------------------------ */
-
-static size_t slot_of(const struct vec_store *s, uint64_t id) {
-    return (size_t)(hash64_pair(id, 0x9e3779b97f4a7c15ull) & (s->map_cap - 1));
-}
-
-static int64_t map_get(const struct vec_store *s, uint64_t id) {
-    for (size_t i = slot_of(s, id);; i = (i + 1) & (s->map_cap - 1)) {
-        if (s->map_val[i] < 0) return -1;
-        if (s->map_key[i] == id) return s->map_val[i];
-    }
-}
-
-static bool map_grow(struct vec_store *s);
-
-static bool map_put(struct vec_store *s, uint64_t id, int64_t node) {
-    if ((s->live + 1) * 2 > (int64_t)s->map_cap && !map_grow(s)) return false;
-    size_t i = slot_of(s, id);
-    while (s->map_val[i] >= 0 && s->map_key[i] != id) i = (i + 1) & (s->map_cap - 1);
-    s->map_key[i] = id;
-    s->map_val[i] = node;
-    return true;
-}
-
-/* Removes id, shifting later entries of its run back (no tombstones). */
-static void map_del(struct vec_store *s, uint64_t id) {
-    size_t m = s->map_cap - 1, i = slot_of(s, id);
-    while (s->map_val[i] >= 0 && s->map_key[i] != id) i = (i + 1) & m;
-    if (s->map_val[i] < 0) return;
-    for (size_t j = (i + 1) & m;; j = (j + 1) & m) {
-        if (s->map_val[j] < 0) break;
-        size_t home = slot_of(s, s->map_key[j]);
-        /* j's entry may move to i when its home is not in (i, j] */
-        bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (stays) continue;
-        s->map_key[i] = s->map_key[j];
-        s->map_val[i] = s->map_val[j];
-        i = j;
-    }
-    s->map_val[i] = -1;
-}
-
-static bool map_grow(struct vec_store *s) {
-    size_t old = s->map_cap, cap = old ? 2 * old : 1024;
-    uint64_t *ok = s->map_key;
-    int64_t *ov = s->map_val;
-    s->map_key = malloc(cap * sizeof *s->map_key);
-    s->map_val = malloc(cap * sizeof *s->map_val);
-    if (!s->map_key || !s->map_val) {
-        free(s->map_key);
-        free(s->map_val);
-        s->map_key = ok;
-        s->map_val = ov;
-        return false;
-    }
-    s->map_cap = cap;
-    for (size_t i = 0; i < cap; i++) s->map_val[i] = -1;
-    for (size_t i = 0; i < old; i++)
-        if (ov[i] >= 0) {
-            size_t j = slot_of(s, ok[i]);
-            while (s->map_val[j] >= 0) j = (j + 1) & (cap - 1);
-            s->map_key[j] = ok[i];
-            s->map_val[j] = ov[i];
-        }
-    free(ok);
-    free(ov);
-    return true;
 }
 
 /* ---- rows and scores ---------------------------------------------------- */
@@ -231,10 +119,6 @@ static void store_row(struct vec_store *s, int64_t i, const float *v) {
 
 static int max_links(const struct vec_store *s, int layer) { return layer ? s->cfg.M : 2 * s->cfg.M; }
 
-static uint32_t *links(const struct vec_store *s, int64_t i, int layer) {
-    if (!layer) return s->links0 + (size_t)i * (size_t)(1 + 2 * s->cfg.M);
-    return s->upper[i] + (size_t)(layer - 1) * (size_t)(1 + s->cfg.M);
-}
 
 static struct visited *visited_get(struct vec_store *s) {
     pthread_mutex_lock(&s->vmu);
@@ -300,7 +184,7 @@ static bool search_layer(struct vec_store *s, const float *q, struct heap *res, 
     while (cand->n) {
         struct hitem c = heap_pop(cand);
         if (res->n >= ef && c.d > res->a[0].d) break;
-        const uint32_t *l = links(s, c.id, layer);
+        const uint32_t *l = vec_links(s, c.id, layer);
         for (uint32_t k = 1; k <= l[0]; k++) {
             uint32_t nb = l[k];
             if (vis->mark[nb] == vis->gen) continue;
@@ -341,7 +225,7 @@ static int select_neighbors(const struct vec_store *s, const struct hitem *c, in
 /* Adds link node -> to at layer; an overfull list is pruned by the
  * heuristic around node. */
 static bool add_link(struct vec_store *s, int64_t node, uint32_t to, int layer, float *tmp, float *base) {
-    uint32_t *l = links(s, node, layer);
+    uint32_t *l = vec_links(s, node, layer);
     int m = max_links(s, layer);
     for (uint32_t k = 1; k <= l[0]; k++)
         if (l[k] == to) return true;
@@ -363,9 +247,9 @@ static bool add_link(struct vec_store *s, int64_t node, uint32_t to, int layer, 
 /* Links node (its vector v, already stored) into the graph. */
 static kvik_status graph_insert(struct vec_store *s, int64_t node, const float *v, struct kvik_err *err) {
     int lv = (int)(-log(1.0 - prng_uniform(&s->rng)) * s->ml);
-    if (lv > MAX_LEVEL) lv = MAX_LEVEL;
+    if (lv > VEC_MAX_LEVEL) lv = VEC_MAX_LEVEL;
     s->level[node] = (int8_t)lv;
-    links(s, node, 0)[0] = 0;
+    vec_links(s, node, 0)[0] = 0;
     s->upper[node] = NULL;
     if (lv > 0) {
         s->upper[node] = calloc((size_t)lv * (size_t)(1 + s->cfg.M), sizeof(uint32_t));
@@ -399,7 +283,7 @@ static kvik_status graph_insert(struct vec_store *s, int64_t node, const float *
         if (l > lv) continue;
         qsort(res.a, (size_t)res.n, sizeof *res.a, cmp_hitem);
         int n = select_neighbors(s, res.a, res.n, s->cfg.M, sel, tmp);
-        uint32_t *own = links(s, node, l);
+        uint32_t *own = vec_links(s, node, l);
         own[0] = (uint32_t)n;
         memcpy(own + 1, sel, (size_t)n * sizeof *sel);
         for (int k = 0; k < n; k++)
@@ -443,11 +327,6 @@ struct vec_store *vec_store_new(const struct vec_config *cfg, struct kvik_err *e
     prng_seed(&s->rng, cfg->seed);
     pthread_rwlock_init(&s->lock, NULL);
     pthread_mutex_init(&s->vmu, NULL);
-    if (!map_grow(s)) {
-        vec_store_free(s);
-        err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
-        return NULL;
-    }
     return s;
 }
 
@@ -475,8 +354,7 @@ static void free_nodes(struct vec_store *s) {
     free(s->level);
     free(s->links0);
     free(s->upper);
-    free(s->map_key);
-    free(s->map_val);
+    map64_free(&s->map);
 }
 
 void vec_store_free(struct vec_store *s) {
@@ -492,8 +370,10 @@ void vec_store_free(struct vec_store *s) {
     free(s);
 }
 
-static bool grow_nodes(struct vec_store *s) {
+bool vec_grow_nodes(struct vec_store *s, int64_t want) {
+    if (want <= s->cap) return true;
     int64_t cap = s->cap ? 2 * s->cap : 1024;
+    if (cap < want) cap = want;
     size_t c = (size_t)cap;
 #define GROW(p, size)                                                            \
     do {                                                                         \
@@ -558,7 +438,7 @@ static bool prepare(const struct vec_store *s, const float *v, float *out) {
 /* Adds with the write lock held. */
 static kvik_status add_locked(struct vec_store *s, uint64_t id, const float *v, const struct vec_attr *attrs,
                               int n_attrs, struct kvik_err *err) {
-    if (s->n == s->cap && !grow_nodes(s)) return err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
+    if (!vec_grow_nodes(s, s->n + 1)) return err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
     if (s->n >= (int64_t)UINT32_MAX) return err_set(err, KVIK_ERR_UNSUPPORTED, "vector store: full");
     int64_t i = s->n;
     if (!copy_attrs(&s->attrs[i], attrs, n_attrs)) {
@@ -570,7 +450,7 @@ static kvik_status add_locked(struct vec_store *s, uint64_t id, const float *v, 
     s->dead[i] = false;
     s->upper[i] = NULL;
     s->level[i] = 0;
-    links(s, i, 0)[0] = 0;
+    vec_links(s, i, 0)[0] = 0;
     s->n++;
     if (s->cfg.index == VEC_HNSW) {
         kvik_status st = graph_insert(s, i, v, err);
@@ -580,14 +460,14 @@ static kvik_status add_locked(struct vec_store *s, uint64_t id, const float *v, 
             return st;
         }
     }
-    int64_t old = map_get(s, id);
+    int64_t old = map64_get(&s->map, id);
     if (old >= 0) {
         s->dead[old] = true;
         free_attrs(&s->attrs[old]);
     } else {
         s->live++;
     }
-    if (!map_put(s, id, i)) {
+    if (!map64_put(&s->map, id, i)) {
         s->dead[i] = true;
         if (old < 0) s->live--;
         return err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
@@ -612,11 +492,11 @@ kvik_status vec_add(struct vec_store *s, uint64_t id, const float *v, const stru
 
 kvik_status vec_delete(struct vec_store *s, uint64_t id) {
     pthread_rwlock_wrlock(&s->lock);
-    int64_t i = map_get(s, id);
+    int64_t i = map64_get(&s->map, id);
     if (i >= 0) {
         s->dead[i] = true;
         free_attrs(&s->attrs[i]);
-        map_del(s, id);
+        map64_del(&s->map, id);
         s->live--;
     }
     pthread_rwlock_unlock(&s->lock);
@@ -735,11 +615,11 @@ kvik_status vec_compact(struct vec_store *s, struct kvik_err *err) {
         s->rows = t->rows, s->scales = t->scales, s->ext = t->ext, s->dead = t->dead, s->attrs = t->attrs;
         s->level = t->level, s->links0 = t->links0, s->upper = t->upper;
         s->n = t->n, s->cap = t->cap, s->live = t->live, s->entry = t->entry, s->max_level = t->max_level;
-        s->map_key = t->map_key, s->map_val = t->map_val, s->map_cap = t->map_cap;
+        s->map = t->map;
         s->rng = t->rng;
         t->n = 0;
         t->rows = NULL, t->scales = NULL, t->ext = NULL, t->dead = NULL, t->attrs = NULL, t->level = NULL;
-        t->links0 = NULL, t->upper = NULL, t->map_key = NULL, t->map_val = NULL;
+        t->links0 = NULL, t->upper = NULL, t->map = (struct map64){0};
         /* the visited arrays may be shorter than the new capacity: they grow on use */
     }
     vec_store_free(t);
@@ -753,7 +633,7 @@ size_t vec_memory(struct vec_store *s) {
     size_t c = (size_t)s->cap;
     size_t b = c * (s->row_bytes + sizeof *s->scales + sizeof *s->ext + sizeof *s->dead + sizeof *s->attrs +
                     sizeof *s->level + sizeof *s->upper + (size_t)(1 + 2 * s->cfg.M) * sizeof *s->links0);
-    b += s->map_cap * (sizeof *s->map_key + sizeof *s->map_val);
+    b += s->map.cap * (sizeof *s->map.key + sizeof *s->map.val);
     for (int64_t i = 0; i < s->n; i++) {
         b += (size_t)s->level[i] * (size_t)(1 + s->cfg.M) * sizeof(uint32_t);
         for (int k = 0; k < s->attrs[i].n; k++)

@@ -121,6 +121,28 @@ kvik_status vec_compact(struct vec_store *s, struct kvik_err *err);
 /* Bytes the store holds (vectors, graph, attributes, tables). */
 size_t vec_memory(struct vec_store *s);
 
+/* ---- files (file.c; the layout is documented there) ------------------- */
+
+/* The embedding model a store's vectors came from. */
+struct vec_model {
+    char id[256];   /* its name */
+    char hash[80];  /* its file's SHA-256 in hex, or "" */
+};
+
+/* Writes s to path (through path.tmp, fsync'd and renamed over it, so a
+ * crash leaves the old file or the new one), naming model m. Searches may
+ * run meanwhile; adds wait. */
+kvik_status vec_save(struct vec_store *s, const char *path, const struct vec_model *m, struct kvik_err *err);
+/* Reads a store written by vec_save. With expect, a file made for another
+ * model (another id, or another hash where both have one) is refused with
+ * KVIK_ERR_INVALID_ARG; got (may be NULL) receives the file's model. A
+ * damaged or inconsistent file is KVIK_ERR_FORMAT with what is wrong. */
+struct vec_store *vec_load(const char *path, const struct vec_model *expect, struct vec_model *got,
+                           struct kvik_err *err);
+/* The same from n bytes at p (copied; p may go after the call). */
+struct vec_store *vec_load_memory(const void *p, size_t n, const struct vec_model *expect, struct vec_model *got,
+                                  struct kvik_err *err);
+
 /* The dot product kernels (dot.c), exposed for tests: the best this CPU runs. */
 float vec_dot_f32(const float *a, const float *b, int n);
 float vec_dot_f16(const float *q, const uint16_t *v, int n);
