@@ -20,6 +20,9 @@
 #   make models-test     fetch the registry models the tests also read (TEST_MODELS)
 #                        with `kvik pull`
 #   make vocab           fetch cl100k_base's tiktoken ranks (~/.cache/kvik/vocab) for its tests
+#   make peer            build llama.cpp's llama-quantize, llama-imatrix and llama-bench
+#                        from the llama-cpp-python sdist (~/.cache/kvik/peer), which
+#                        the tests of kvik quantize and kvik imatrix run against
 #   make run             make deps, then make generate: build, fetch the default
 #                        model and generate a short text
 #
@@ -111,7 +114,7 @@ KVIK := $(BUILD)/kvik
 TESTS := $(BUILD)/kvik-tests
 FAKE_OPENAI := $(BUILD)/kvik-fake-openai
 
-.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab run fake-openai \
+.PHONY: all test asan fuzz fuzz-run install uninstall clean deps model vocab peer run fake-openai \
 	check-symbols example-check pytest api-checks
 all: $(STATIC_LIB) $(PUBLIC_STATIC_LIB) $(SHARED_LIB) $(KVIK)
 
@@ -198,6 +201,7 @@ test: deps
 	+@$(MAKE) --no-print-directory models-test || echo "kvik: test models not fetched; their tests skip" >&2
 	@scripts/fetch-vocab.sh >/dev/null || echo "kvik: cl100k_base not fetched; its parity test skips" >&2
 	@scripts/fetch-corpus.sh >/dev/null 2>&1 || echo "kvik: the corpus not fetched; the perplexity tests fail" >&2
+	+@$(MAKE) --no-print-directory peer || echo "kvik: llama.cpp's tools not built; the tests against them skip" >&2
 	+@$(MAKE) --no-print-directory check
 
 # The tests' fixtures: $(KVIK_FIXTURES) when set, else the fetched copy
@@ -338,6 +342,13 @@ models-test: $(KVIK)
 vocab: $(KVIK)
 	@scripts/fetch-vocab.sh $(KVIK) >/dev/null
 
+# llama.cpp's tools the tests compare with (a no-op once built; ~6 minutes
+# on 2 cores the first time).
+PEER_TOOLS := llama-quantize llama-imatrix llama-bench
+peer:
+	@scripts/install-deps.sh peer
+	@for t in $(PEER_TOOLS); do bench/build-llama.sh $$t >/dev/null || exit 1; done
+
 run: deps
 	+@$(MAKE) --no-print-directory generate
 
@@ -346,8 +357,9 @@ generate: all
 	@m=$$(scripts/fetch-model.sh) && $(KVIK) run -m "$$m" -p "The capital of France is" -n 32 --temp 0
 
 # The profiles of scripts/install-deps.sh: build (compiler, libraries),
-# test (promtool, python3-venv, unicode-data), python (pip, for fetching);
-# fuzz (clang, libFuzzer) on request.
+# test (promtool, python3-venv, unicode-data), python (pip, for fetching),
+# peer (cmake, g++: llama.cpp's tools, installed by make peer), fuzz (clang,
+# libFuzzer) on request.
 DEPS_PROFILES ?= build test python
 deps:
 	@scripts/install-deps.sh $(DEPS_PROFILES)

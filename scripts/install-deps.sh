@@ -8,7 +8,8 @@
 # present: promtool from the prometheus package to check /metrics, python3
 # with venv for the OpenAI-client test of `kvik serve`, the Unicode
 # Character Database's NormalizationTest.txt from unicode-data, bzip2 to
-# read it).
+# read it), peer (cmake and g++, to build llama.cpp's tools from the
+# llama-cpp-python sdist: bench/build-llama.sh).
 #
 # --check: install nothing; name the missing packages on stderr and exit 1
 # when some are missing, 0 when none are.
@@ -39,6 +40,10 @@ for p in "$@"; do
       have_cmd clang || need+=(clang)
       ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
         || need+=(libclang-rt-14-dev)
+      ;;
+    peer)
+      have_cmd cmake || need+=(cmake)
+      have_cmd g++ || need+=(g++)
       ;;
     python)
       have_cmd python3 || need+=(python3)

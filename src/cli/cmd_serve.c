@@ -50,8 +50,12 @@ static void usage(FILE *f) {
             "  --embedding-model M an encoder (kvik pull all-minilm-l6-v2) served on /v1/embeddings\n"
             "                      beside the chat model; -m with an encoder serves embeddings alone\n"
             "  --embedding-threads N  the encoder's threads (default 1)\n"
+            "  --data-dir DIR      keep files and vector stores here (default: in memory, lost on exit);\n"
+            "                      a folder made with another embedding model is refused\n"
+            "  --max-file-size BYTES  the largest file upload (default 67108864)\n"
             "Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /tokenize, /detokenize;\n"
-            "GET /v1/models, /health, /metrics. See docs/server.md.\n");
+            "GET /v1/models, /health, /metrics; /v1/files and /v1/vector_stores (with an embedding model).\n"
+            "See docs/server.md and docs/retrieval.md.\n");
 }
 
 static int bad_value(const char *a, const char *v) {
@@ -135,6 +139,11 @@ int cmd_serve(int argc, char **argv) {
             cfg.model_draft = v;
         } else if (!strcmp(a, "--embedding-model")) {
             cfg.embedding_model = v;
+        } else if (!strcmp(a, "--data-dir")) {
+            cfg.data_dir = v;
+        } else if (!strcmp(a, "--max-file-size")) {
+            if (!cli_parse_long(v, 1, 1L << 32, &l)) return bad_value(a, v);
+            cfg.max_file = (size_t)l;
         } else if (!strcmp(a, "--embedding-threads")) {
             if (!cli_parse_long(v, 1, 1024, &l)) return bad_value(a, v);
             cfg.embedding_threads = (int)l;

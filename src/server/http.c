@@ -13,6 +13,8 @@
  *   POST /tokenize, /detokenize  text <-> token ids
  *   GET  /tokenizer_info         the special tokens' text (vLLM's route; lm-evaluation-harness's
  *                                remote tokenizer reads it)
+ *   /v1/files..., /v1/vector_stores...  OpenAI's Files and Vector Stores (stores.h; with an
+ *                                embedding model), each API key its own tenant
  * With an API key, every route but /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
@@ -50,7 +52,9 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
+#include "server/stores.h"
 #include "server/watchdog.h"
+#include "retrieval/kb.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,6 +72,8 @@ struct server {
     const struct tokenizer *vocab; /* /tokenize's: the chat model's, else the encoder's */
     struct encoder *enc;     /* the embedding model (NULL: none) */
     struct embedder *emb;
+    struct kb *kb;           /* files and vector stores (with an embedding model) */
+    struct stores *stores;
     char emb_name[256];
     int emb_ctx;             /* its positions */
     struct chat_format fmt;
@@ -97,6 +103,7 @@ enum route {
     ROUTE_DETOKENIZE,
     ROUTE_TOKENIZER_INFO,
     ROUTE_EMBEDDINGS,
+    ROUTE_STORES,
 };
 
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
@@ -104,6 +111,7 @@ struct conn_state {
     enum route route;
     bool needs_model;    /* answered 503 unless the server is ready */
     struct sbuf body;
+    size_t limit;        /* the body's limit: max_body, or an upload's */
     bool too_big;
     size_t dropped;      /* body bytes read and thrown away past the limit */
 };
@@ -115,6 +123,7 @@ struct server_config server_config_default(void) {
         .n_threads = 1,
         .kv_type = TENSOR_TYPE_F16,
         .max_body = API_MAX_BODY_DEFAULT,
+        .max_file = (size_t)64 << 20,
         .drain_timeout_s = 30,
         .max_connections = 512,
         .max_connections_per_ip = 128,
@@ -721,6 +730,31 @@ static enum MHD_Result handle_embeddings(struct server *s, struct MHD_Connection
     return reply(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false);
 }
 
+static const char *query_arg(void *ctx, const char *name) {
+    return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* /v1/files and /v1/vector_stores (stores.h), in the caller's tenant. */
+static enum MHD_Result handle_stores(struct server *s, struct MHD_Connection *conn, struct conn_state *cs,
+                                     const char *url, const char *method) {
+    if (!s->stores) {
+        struct api_error e;
+        api_fail(&e, 400, "invalid_request_error", "model_not_supported", NULL,
+                 "Files and vector stores need an embedding model; start the server with --embedding-model.");
+        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    }
+    struct stores_request r = {.method = method, .path = url, .body = cs->body.p, .len = cs->body.len,
+                               .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type"),
+                               .arg = query_arg, .arg_ctx = conn};
+    size_t tl = 0;
+    const char *t = s->cfg.api_key ? bearer_token(conn, &tl) : NULL;
+    kb_tenant_of(t, tl, &r.tenant);
+    struct stores_reply out;
+    stores_handle(s->stores, &r, &out);
+    if (out.status >= 400 && out.status != 404) atomic_fetch_add(&s->rejected[METRICS_REJECT_INVALID], 1);
+    return reply(s, conn, (unsigned)out.status, out.ctype, out.body, out.len, false);
+}
+
 static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
     struct metrics_server ms = {.ready = atomic_load(&s->state) == SRV_READY};
     for (int i = 0; i < METRICS_REJECT_COUNT; i++) ms.rejected[i] = atomic_load(&s->rejected[i]);
@@ -796,6 +830,12 @@ static const struct route_def routes[] = {
 
 static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
     *wrong_method = false;
+    static const struct route_def stores = {"/v1/", true, "*", ROUTE_STORES, true, true};
+    if (stores_route(url)) {
+        if (!strcmp(method, "GET") || !strcmp(method, "POST") || !strcmp(method, "DELETE")) return &stores;
+        *wrong_method = true;
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         const struct route_def *r = &routes[i];
         bool match = r->prefix ? !strncmp(url, r->path, strlen(r->path)) && url[strlen(r->path)]
@@ -879,13 +919,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                      method, url);
             return reply_error(s, conn, &e, METRICS_REJECT_NOT_FOUND);
         }
-        if (fr.length > s->cfg.max_body) {
+        /* an upload (a file, or texts for a store) may be larger than other bodies */
+        size_t limit = r->route == ROUTE_STORES && !strcmp(method, "POST") && s->cfg.max_file > s->cfg.max_body
+                           ? s->cfg.max_file + (64 << 10)
+                           : s->cfg.max_body;
+        if (fr.length > limit) {
             api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
                      "The request body is %llu bytes; the limit is %zu bytes.", (unsigned long long)fr.length,
-                     s->cfg.max_body);
+                     limit);
             return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
         }
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
+        cs->limit = limit;
         cs->route = r->route;
         cs->needs_model = r->needs_model;
         *req_cls = cs;
@@ -895,7 +940,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* a chunked body with no Content-Length can still grow past the limit:
          * keep reading, keep nothing, answer 413 at the end; past twice the
          * limit, answer 413 at once and close */
-        if (!cs->too_big && cs->body.len + *upload_data_size > s->cfg.max_body) {
+        if (!cs->too_big && cs->body.len + *upload_data_size > cs->limit) {
             cs->too_big = true;
             cs->dropped = cs->body.len;
             sbuf_free(&cs->body);
@@ -903,7 +948,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!cs->too_big) sbuf_add(&cs->body, upload_data, *upload_data_size);
         else cs->dropped += *upload_data_size;
         *upload_data_size = 0;
-        if (cs->too_big && cs->dropped > 2 * s->cfg.max_body) {
+        if (cs->too_big && cs->dropped > 2 * cs->limit) {
             watchdog_cut(s->watch, wc, s->reply_413, strlen(s->reply_413));
             return MHD_NO;
         }
@@ -914,7 +959,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->too_big) {
         struct api_error e;
         api_fail(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                 "The request body is over the limit of %zu bytes.", s->cfg.max_body);
+                 "The request body is over the limit of %zu bytes.", cs->limit);
         return reply_error(s, conn, &e, METRICS_REJECT_TOO_LARGE);
     }
     if (cs->body.failed) return reply(s, conn, 500, NULL, NULL, 0, false);
@@ -930,6 +975,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, cs);
     case ROUTE_TOKENIZER_INFO: return handle_tokenizer_info(s, conn);
     case ROUTE_EMBEDDINGS: return handle_embeddings(s, conn, cs);
+    case ROUTE_STORES: return handle_stores(s, conn, cs, url, method);
     default: return MHD_NO;
     }
 }
@@ -1108,6 +1154,47 @@ static void file_model_name(const char *path, char *buf, size_t len) {
     if (n > 5 && !strcmp(buf + n - 5, ".gguf")) buf[n - 5] = 0;
 }
 
+/* Embeds texts for the knowledge base through the embedder (each text
+ * tokenized as /v1/embeddings does: [CLS] text [SEP], cut to the positions). */
+static kvik_status kb_embed(void *ctx, int n, const char *const *texts, const size_t *lens, float *out,
+                            struct kvik_err *err) {
+    struct server *s = ctx;
+    int pos = s->emb_ctx;
+    int32_t *ids = malloc((size_t)n * (size_t)pos * sizeof *ids);
+    const int32_t **rows = malloc((size_t)n * sizeof *rows);
+    int *n_ids = malloc((size_t)n * sizeof *n_ids);
+    kvik_status st = ids && rows && n_ids ? KVIK_OK : err_set(err, KVIK_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < n; i++) {
+        int32_t *row = ids + (size_t)i * (size_t)pos;
+        int64_t k = encoder_tokenize(s->enc, texts[i], lens[i], row, pos);
+        if (k < 0) st = err_set(err, (kvik_status)k, "a text could not be tokenized");
+        rows[i] = row;
+        n_ids[i] = (int)k;
+    }
+    if (!st) st = embedder_embed(s->emb, n, rows, n_ids, out, err);
+    free(ids);
+    free(rows);
+    free(n_ids);
+    return st;
+}
+
+/* The knowledge base over the embedding model: in --data-dir, or in memory. */
+static bool open_stores(struct server *s) {
+    struct kb_config kc = {.dir = s->cfg.data_dir, .dim = encoder_hparams(s->enc)->n_embd,
+                           .tok = encoder_tokenizer(s->enc), .embed = kb_embed, .embed_ctx = s};
+    snprintf(kc.model.id, sizeof kc.model.id, "%s", s->emb_name);
+    snprintf(kc.model.hash, sizeof kc.model.hash, "%016llx", (unsigned long long)encoder_identity(s->enc));
+    struct kvik_err err = {0};
+    if (kb_open(&kc, &s->kb, &err)) {
+        fprintf(stderr, "kvik serve: %s\n", err.msg);
+        return false;
+    }
+    if (!(s->stores = stores_new(s->kb, s->cfg.max_file))) return false;
+    if (s->cfg.data_dir) fprintf(stderr, "kvik serve: files and vector stores in %s\n", s->cfg.data_dir);
+    else fprintf(stderr, "kvik serve: files and vector stores in memory (--data-dir keeps them)\n");
+    return true;
+}
+
 static bool load_encoder(struct server *s, const char *path) {
     struct kvik_err err = {0};
     fprintf(stderr, "kvik serve: loading the embedding model %s\n", path);
@@ -1120,7 +1207,7 @@ static bool load_encoder(struct server *s, const char *path) {
     s->emb_ctx = encoder_hparams(s->enc)->n_ctx;
     if (path == s->cfg.model_path) snprintf(s->emb_name, sizeof s->emb_name, "%s", s->name);
     else file_model_name(path, s->emb_name, sizeof s->emb_name);
-    return true;
+    return open_stores(s);
 }
 
 static bool load_model(struct server *s) {
@@ -1192,6 +1279,12 @@ static void server_free(struct server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     watchdog_free(s->watch); /* after the daemon: every connection is closed */
     free(s->reply_413);
+    stores_free(s->stores); /* after the daemon: no request uses them */
+    if (s->kb && atomic_load(&s->state) == SRV_DRAINING) { /* a clean stop: the next start loads graphs */
+        struct kvik_err err = {0};
+        if (kb_checkpoint_if_grown(s->kb, 1 << 20, &err)) fprintf(stderr, "kvik serve: checkpoint: %s\n", err.msg);
+    }
+    kb_close(s->kb);
     engine_free(s->engine);
     embedder_free(s->emb); /* after the daemon: no request waits on it */
     encoder_free(s->enc);

@@ -66,6 +66,8 @@ struct server_config {
     const char *embedding_model; /* an encoder GGUF served on /v1/embeddings (NULL: none, unless
                                     model_path is itself an encoder: then it serves embeddings alone) */
     int embedding_threads;   /* the encoder's thread pool (0: 1) */
+    const char *data_dir;    /* files and vector stores are kept here (NULL: in memory) */
+    size_t max_file;         /* the largest file upload in bytes (64 MiB) */
 };
 
 struct server_config server_config_default(void);

@@ -582,6 +582,28 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
     return ok ? n : err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
 }
 
+kvik_status vec_get(struct vec_store *s, uint64_t id, float *out) {
+    pthread_rwlock_rdlock(&s->lock);
+    int64_t i = map64_get(&s->map, id);
+    if (i >= 0) load_row(s, i, out);
+    pthread_rwlock_unlock(&s->lock);
+    return i >= 0 ? KVIK_OK : KVIK_ERR_NOT_FOUND;
+}
+
+kvik_status vec_set_attrs(struct vec_store *s, uint64_t id, const struct vec_attr *attrs, int n_attrs) {
+    struct node_attrs na;
+    if (!copy_attrs(&na, attrs, n_attrs)) return KVIK_ERR_NOMEM;
+    pthread_rwlock_wrlock(&s->lock);
+    int64_t i = map64_get(&s->map, id);
+    if (i >= 0) {
+        free_attrs(&s->attrs[i]);
+        s->attrs[i] = na;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (i < 0) free_attrs(&na);
+    return i >= 0 ? KVIK_OK : KVIK_ERR_NOT_FOUND;
+}
+
 int64_t vec_count(struct vec_store *s) {
     pthread_rwlock_rdlock(&s->lock);
     int64_t n = s->live;

@@ -98,6 +98,12 @@ void vec_store_free(struct vec_store *s); /* NULL is fine */
  * vector. */
 kvik_status vec_add(struct vec_store *s, uint64_t id, const float *v, const struct vec_attr *attrs, int n_attrs,
                     struct kvik_err *err);
+/* id's stored vector (normalised when the store normalises; F16 and int8
+ * rows as their values) into out[dim]; KVIK_ERR_NOT_FOUND when absent. */
+kvik_status vec_get(struct vec_store *s, uint64_t id, float *out);
+/* Replaces id's attributes with attrs[0..n_attrs) (copied), its vector
+ * and place in the graph kept; KVIK_ERR_NOT_FOUND, KVIK_ERR_NOMEM. */
+kvik_status vec_set_attrs(struct vec_store *s, uint64_t id, const struct vec_attr *attrs, int n_attrs);
 /* Removes id; KVIK_ERR_NOT_FOUND when it is not there. */
 kvik_status vec_delete(struct vec_store *s, uint64_t id);
 
