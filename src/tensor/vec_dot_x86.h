@@ -152,7 +152,9 @@ static void vec_dot_bf16(int64_t n, float *restrict s, const void *restrict vx, 
  * for Q4_1, the min terms accumulated separately). The integer block
  * products are exact, so they may be formed differently per type:
  *   Q4_0  q*y - 8*y     = dpbusd(-8*sum(y), q, y)
+ *   Q5_0  q*y - 16*y    = dpbusd(-16*sum(y), q, y) (q: nibble | fifth bit << 4)
  *   Q4_1  q*y           = dpbusd(0, q, y)          (+ m_x * s_y separately)
+ *   Q5_1  the same, q with its fifth bit
  *   Q8_0  x*y           = dpbusd(-128*sum(y), x ^ 0x80, y) with VNNI, whose
  *                         dpbusd never saturates (DOT_U8S8_FULL_RANGE);
  *                         AVX2's maddubs saturates at 16 bits, so there the
@@ -188,9 +190,9 @@ TILE_INLINE void tile_prefetch(const void *row, size_t bytes, size_t next_rows, 
     else if (pf == PF_NEXT_ROWS) _mm_prefetch((const char *)row + next_rows, _MM_HINT_T0);
 }
 
-enum tile_kind { TILE_Q4_0, TILE_Q8_0 };
+enum tile_kind { TILE_Q4_0, TILE_Q5_0, TILE_Q8_0 };
 
-/* Q4_0 and Q8_0 against Q8_0 activations (same block size and scale). */
+/* Q4_0, Q5_0 and Q8_0 against Q8_0 activations (same block size and scale). */
 TILE_INLINE void tile_q8_family(const enum tile_kind kind, const int R, const int C, const int pf, int64_t n,
                                 float *restrict s, size_t ss, const void *restrict vx, size_t xs,
                                 const void *restrict vy, size_t ys) {
@@ -202,9 +204,9 @@ TILE_INLINE void tile_q8_family(const enum tile_kind kind, const int R, const in
 #ifdef DOT_U8S8_FULL_RANGE
     const bool offset_trick = true;
 #else
-    const bool offset_trick = kind == TILE_Q4_0;
+    const bool offset_trick = kind != TILE_Q8_0;
 #endif
-    const __m256i offset = _mm256_set1_epi8(kind == TILE_Q4_0 ? 8 : (char)0x80);
+    const __m256i offset = _mm256_set1_epi8(kind == TILE_Q4_0 ? 8 : kind == TILE_Q5_0 ? 16 : (char)0x80);
     for (int64_t b = 0; b < n / QK; b++) {
         __m256i yq[TILE_MAX], base[TILE_MAX];
         __m256 dy[TILE_MAX];
@@ -226,6 +228,11 @@ TILE_INLINE void tile_q8_family(const enum tile_kind kind, const int R, const in
                 tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
                 q = unpack_nibbles_32(xb->qs);
                 dx = scale_of(xb->d);
+            } else if (kind == TILE_Q5_0) {
+                const block_q5_0 *xb = (const block_q5_0 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+                tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+                q = _mm256_or_si256(unpack_nibbles_32(xb->qs), fifth_bits_32(xb->qh));
+                dx = scale_of(xb->d);
             } else {
                 const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)vx + (size_t)r * xs) + b;
                 tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
@@ -243,10 +250,11 @@ TILE_INLINE void tile_q8_family(const enum tile_kind kind, const int R, const in
     tile_store(s, ss, acc, NULL, R, C);
 }
 
-/* Q4_1 against Q8_1: the min terms m_x * s_y go to a separate sum, one
- * lane per column. */
-TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, float *restrict s, size_t ss,
-                           const void *restrict vx, size_t xs, const void *restrict vy, size_t ys) {
+/* Q4_1 and Q5_1 against Q8_1: the min terms m_x * s_y go to a separate
+ * sum, one lane per column. */
+TILE_INLINE void tile_q41_family(const bool five, const int R, const int C, const int pf, int64_t n,
+                                 float *restrict s, size_t ss, const void *restrict vx, size_t xs,
+                                 const void *restrict vy, size_t ys) {
     __m256 acc[TILE_MAX][TILE_MAX];
     __m128 mins[TILE_MAX];
 #pragma GCC unroll 4
@@ -275,11 +283,23 @@ TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, fl
         __m128 syv = _mm_setr_ps(sy[0], sy[1], sy[2], sy[3]);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const block_q4_1 *xb = (const block_q4_1 *)((const uint8_t *)vx + (size_t)r * xs) + b;
-            tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
-            __m256i q = unpack_nibbles_32(xb->qs);
-            __m256 dx = scale_of(xb->d);
-            mins[r] = _mm_add_ps(mins[r], _mm_mul_ps(_mm_set1_ps(f16t(xb->m)), syv));
+            __m256i q;
+            __m256 dx;
+            uint16_t m;
+            if (five) {
+                const block_q5_1 *xb = (const block_q5_1 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+                tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+                q = _mm256_or_si256(unpack_nibbles_32(xb->qs), fifth_bits_32(xb->qh));
+                dx = scale_of(xb->d);
+                m = xb->m;
+            } else {
+                const block_q4_1 *xb = (const block_q4_1 *)((const uint8_t *)vx + (size_t)r * xs) + b;
+                tile_prefetch(xb, sizeof *xb, 2 * xs, pf);
+                q = unpack_nibbles_32(xb->qs);
+                dx = scale_of(xb->d);
+                m = xb->m;
+            }
+            mins[r] = _mm_add_ps(mins[r], _mm_mul_ps(_mm_set1_ps(f16t(m)), syv));
 #pragma GCC unroll 4
             for (int c = 0; c < C; c++)
                 acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(_mm256_setzero_si256(), q, yq[c])),
@@ -304,40 +324,17 @@ TILE_INLINE void tile_q4_1(const int R, const int C, const int pf, int64_t n, fl
     }
 
 #define CALL_Q4_0(...) tile_q8_family(TILE_Q4_0, __VA_ARGS__)
+#define CALL_Q5_0(...) tile_q8_family(TILE_Q5_0, __VA_ARGS__)
 #define CALL_Q8_0(...) tile_q8_family(TILE_Q8_0, __VA_ARGS__)
+#define CALL_Q4_1(...) tile_q41_family(false, __VA_ARGS__)
+#define CALL_Q5_1(...) tile_q41_family(true, __VA_ARGS__)
 TILE_INSTANCES(q4_0, CALL_Q4_0)
+TILE_INSTANCES(q5_0, CALL_Q5_0)
 TILE_INSTANCES(q8_0, CALL_Q8_0)
-TILE_INSTANCES(q4_1, tile_q4_1)
+TILE_INSTANCES(q4_1, CALL_Q4_1)
+TILE_INSTANCES(q5_1, CALL_Q5_1)
 
-static void vec_dot_q5_0(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q5_0 *x = vx;
-    const block_q8_0 *y = vy;
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK; b++) {
-        stream_prefetch(x + b, sizeof *x);
-        __m256i q = _mm256_or_si256(unpack_nibbles_32(x[b].qs), fifth_bits_32(x[b].qh));
-        __m256i p = dot_s8s8(_mm256_setzero_si256(), _mm256_sub_epi8(q, sixteen),
-                             _mm256_loadu_si256((const __m256i *)y[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc);
-    }
-    *s = hsum_ps(acc);
-}
 
-static void vec_dot_q5_1(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q5_1 *x = vx;
-    const block_q8_1 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t b = 0; b < n / QK; b++) {
-        stream_prefetch(x + b, sizeof *x);
-        __m256i q = _mm256_or_si256(unpack_nibbles_32(x[b].qs), fifth_bits_32(x[b].qh));
-        __m256i p = dot_u8s8(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(f16t(x[b].d) * f16t(y[b].d)), acc);
-        summs += f16t(x[b].m) * f16t(y[b].s);
-    }
-    *s = hsum_ps(acc) + summs;
-}
 
 /* ---- K-quants: 256-weight super-blocks against Q8_K ------------------- */
 
@@ -652,7 +649,11 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->vec_dot_x2[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_x2;
     k->vec_dot_x2[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_x2;
     k->vec_dot_x2[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_x2;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_0] = vec_dot_q5_0_x2;
+    k->vec_dot_x2[TENSOR_TYPE_Q5_1] = vec_dot_q5_1_x2;
     k->vec_dot_tile[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_tile;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_0] = vec_dot_q5_0_tile;
+    k->vec_dot_tile[TENSOR_TYPE_Q5_1] = vec_dot_q5_1_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q4_K] = vec_dot_q4_K_tile;
