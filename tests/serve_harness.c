@@ -177,6 +177,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *user) {
     line[strcspn(line, "\r\n")] = 0;
     if (!strncasecmp(line, "Retry-After:", 12)) snprintf(r->retry_after, sizeof r->retry_after, "%s", line + 12 + strspn(line + 12, " "));
     if (!strncasecmp(line, "Content-Type:", 13)) snprintf(r->content_type, sizeof r->content_type, "%s", line + 13 + strspn(line + 13, " "));
+    if (!strncasecmp(line, "X-Kvik-Cache:", 13)) snprintf(r->kvik_cache, sizeof r->kvik_cache, "%s", line + 13 + strspn(line + 13, " "));
     return len;
 }
 

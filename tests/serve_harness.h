@@ -51,6 +51,7 @@ struct http_reply {
     size_t len;
     char retry_after[16];/* the Retry-After header, "" if none */
     char content_type[96];
+    char kvik_cache[16]; /* the X-Kvik-Cache header, "" if none */
 };
 
 /*

@@ -53,6 +53,15 @@ static void usage(FILE *f) {
             "  --data-dir DIR      keep files and vector stores here (default: in memory, lost on exit);\n"
             "                      a folder made with another embedding model is refused\n"
             "  --max-file-size BYTES  the largest file upload (default 67108864)\n"
+            "  --semantic-cache    answer chat requests from a cache of earlier answers to similar last\n"
+            "                      user messages, keyed hard by API key, model, earlier messages and\n"
+            "                      sampling (needs --embedding-model; greedy requests only unless a request\n"
+            "                      sends X-Kvik-Cache: sampled; X-Kvik-Cache: off skips it)\n"
+            "  --semantic-cache-threshold X  least cosine of a hit (default 0.80)\n"
+            "  --semantic-cache-no-guard  hits by cosine alone, without the same-content-words check\n"
+            "                      (to measure what the check saves: near misses get through)\n"
+            "  --semantic-cache-ttl S  an entry's life in seconds (default 3600)\n"
+            "  --semantic-cache-size N  entries at most (default 10000)\n"
             "Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /tokenize, /detokenize;\n"
             "GET /v1/models, /health, /metrics; /v1/files and /v1/vector_stores (with an embedding model).\n"
             "See docs/server.md and docs/retrieval.md.\n");
@@ -74,6 +83,14 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--semantic-cache")) {
+            cfg.semantic_cache = true;
+            continue;
+        }
+        if (!strcmp(a, "--semantic-cache-no-guard")) {
+            cfg.semcache_no_guard = true;
+            continue;
         }
         if (!strcmp(a, "--no-prefix-cache") || !strcmp(a, "--prefix-cache-shared")) {
             if (a[2] == 'n') cfg.prefix_cache = false;
@@ -139,6 +156,17 @@ int cmd_serve(int argc, char **argv) {
             cfg.model_draft = v;
         } else if (!strcmp(a, "--embedding-model")) {
             cfg.embedding_model = v;
+        } else if (!strcmp(a, "--semantic-cache-threshold")) {
+            float f;
+            if (!cli_parse_float(v, -1, 1, &f)) return bad_value(a, v);
+            cfg.semcache_threshold = f;
+        } else if (!strcmp(a, "--semantic-cache-ttl")) {
+            float f;
+            if (!cli_parse_float(v, 1, 1e8f, &f)) return bad_value(a, v);
+            cfg.semcache_ttl_s = f;
+        } else if (!strcmp(a, "--semantic-cache-size")) {
+            if (!cli_parse_long(v, 1, 1L << 30, &l)) return bad_value(a, v);
+            cfg.semcache_max = l;
         } else if (!strcmp(a, "--data-dir")) {
             cfg.data_dir = v;
         } else if (!strcmp(a, "--max-file-size")) {

@@ -15,6 +15,8 @@
  *                                remote tokenizer reads it)
  *   /v1/files..., /v1/vector_stores...  OpenAI's Files and Vector Stores (stores.h; with an
  *                                embedding model), each API key its own tenant
+ *   POST /v1/rerank, /rerank     relevance of documents to a query (the chat model judging,
+ *                                engine/rerank.h), in the shape of llama.cpp's and Jina's
  * With an API key, every route but /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
@@ -44,6 +46,7 @@
 
 #include "engine/embedder.h"
 #include "engine/engine.h"
+#include "engine/rerank.h"
 #include "model/encoder.h"
 #include "model/model.h"
 #include "server/http_check.h"
@@ -51,6 +54,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
+#include "server/semantic.h"
 #include "server/server.h"
 #include "server/stores.h"
 #include "server/watchdog.h"
@@ -73,6 +77,8 @@ struct server {
     struct encoder *enc;     /* the embedding model (NULL: none) */
     struct embedder *emb;
     struct kb *kb;           /* files and vector stores (with an embedding model) */
+    struct reranker *rerank; /* the chat model as a reranker (NULL: none) */
+    struct semcache *semcache; /* --semantic-cache (NULL: off) */
     struct stores *stores;
     char emb_name[256];
     int emb_ctx;             /* its positions */
@@ -104,6 +110,7 @@ enum route {
     ROUTE_TOKENIZER_INFO,
     ROUTE_EMBEDDINGS,
     ROUTE_STORES,
+    ROUTE_RERANK,
 };
 
 /* Per HTTP request, kept by libmicrohttpd between calls of the handler. */
@@ -124,6 +131,9 @@ struct server_config server_config_default(void) {
         .kv_type = TENSOR_TYPE_F16,
         .max_body = API_MAX_BODY_DEFAULT,
         .max_file = (size_t)64 << 20,
+        .semcache_threshold = SERVER_SEMCACHE_THRESHOLD,
+        .semcache_ttl_s = 3600,
+        .semcache_max = 10000,
         .drain_timeout_s = 30,
         .max_connections = 512,
         .max_connections_per_ip = 128,
@@ -142,8 +152,9 @@ static struct watch_conn *conn_watch(struct MHD_Connection *conn) {
     return ci ? ci->socket_context : NULL;
 }
 
-static enum MHD_Result reply(struct server *s, struct MHD_Connection *conn, unsigned status,
-                             const char *ctype, char *body, size_t len, bool retry_after) {
+static enum MHD_Result reply_hdr(struct server *s, struct MHD_Connection *conn, unsigned status,
+                                 const char *ctype, char *body, size_t len, bool retry_after, const char *cache,
+                                 const char *nearest) {
     if (!watchdog_answer(s->watch, conn_watch(conn))) { /* cut at a deadline: it got its 408 */
         free(body);
         return MHD_NO;
@@ -165,9 +176,16 @@ static enum MHD_Result reply(struct server *s, struct MHD_Connection *conn, unsi
     MHD_add_response_header(r, "Content-Type", ctype);
     if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (cache) MHD_add_response_header(r, "X-Kvik-Cache", cache);
+    if (nearest && nearest[0]) MHD_add_response_header(r, "X-Kvik-Cache-Nearest", nearest);
     enum MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct server *s, struct MHD_Connection *conn, unsigned status, const char *ctype,
+                             char *body, size_t len, bool retry_after) {
+    return reply_hdr(s, conn, status, ctype, body, len, retry_after, NULL, NULL);
 }
 
 static enum MHD_Result reply_json(struct server *s, struct MHD_Connection *conn, unsigned status, json_t *root) {
@@ -280,7 +298,30 @@ struct stream {
     size_t out_pos;
     bool finished;
     int64_t checked;     /* when the socket was last looked at */
+    float *cache_vec;    /* the question's embedding when the answer goes to the semantic cache */
+    char *cache_q;       /* and the question */
+    size_t cache_qlen;
+    uint8_t cache_key[SEMCACHE_KEY];
 };
+
+/* Stores a finished job's single choice in the semantic cache (when it ended by
+ * stop or length). Takes j->mu. */
+static void cache_answer(struct server *s, struct stream *st) {
+    struct job *j = st->j;
+    char *entry = NULL;
+    size_t len = 0;
+    pthread_mutex_lock(&j->mu);
+    const struct job_choice *c = &j->ch[0];
+    if (job_all_done(j) && (c->finish == ENGINE_FINISH_STOP || c->finish == ENGINE_FINISH_LENGTH))
+        entry = semantic_entry(c->text ? c->text : "", c->len, resp_finish_reason(c->finish), c->n_generated, &len);
+    pthread_mutex_unlock(&j->mu);
+    if (entry) semcache_put(s->semcache, st->cache_key, st->cache_vec, st->cache_q, st->cache_qlen, clock_ns(), entry, len);
+    free(entry);
+    free(st->cache_vec);
+    free(st->cache_q);
+    st->cache_vec = NULL;
+    st->cache_q = NULL;
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
@@ -303,6 +344,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         resp_stream_render(&st->rc, &step, &st->out);
         st->finished = step.complete;
         resp_step_free(&step);
+        if (st->finished && st->cache_vec) cache_answer(st->s, st);
         if (st->out.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = st->out.len - st->out_pos;
@@ -325,6 +367,8 @@ static void stream_free(void *cls) {
     atomic_fetch_sub(&st->s->inflight, 1);
     sbuf_free(&st->out);
     free(st->echo);
+    free(st->cache_vec);
+    free(st->cache_q);
     free(st);
 }
 
@@ -496,6 +540,79 @@ static char *merge_bodies(char **bodies, int k, int n) {
     return out;
 }
 
+static kvik_status kb_embed(void *ctx, int n, const char *const *texts, const size_t *lens, float *out,
+                            struct kvik_err *err);
+
+/* What the semantic cache said of a chat request. */
+struct cache_look {
+    const char *header; /* X-Kvik-Cache: "hit", "miss", "bypass"; NULL without the cache */
+    float *vec;         /* a miss: the question's embedding (owned), to store the answer under */
+    char *q;            /* and the question (owned) */
+    size_t qlen;
+    uint8_t key[SEMCACHE_KEY];
+    char probe[96];     /* X-Kvik-Cache-Nearest: the nearest entry's cosine and match; "" if none */
+};
+
+/* Looks req up in the semantic cache. On a hit the answer is sent (*ret)
+ * and true returned; else *look says how to go on. */
+static bool semantic_lookup(struct server *s, struct MHD_Connection *conn, const struct api_request *req,
+                            struct cache_look *look, enum MHD_Result *ret) {
+    *look = (struct cache_look){.header = "bypass"};
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Kvik-Cache");
+    enum semantic_mode mode = semantic_mode_of(h);
+    if (mode == SEMANTIC_BAD) {
+        struct api_error e;
+        api_fail(&e, 400, "invalid_request_error", "invalid_value", NULL,
+                 "The X-Kvik-Cache header must be on, off or sampled.");
+        *ret = reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+        return true;
+    }
+    if (!semantic_eligible(req, mode)) return false;
+    uint8_t tenant[16] = {0};
+    size_t tl = 0;
+    const char *t = s->cfg.api_key ? bearer_token(conn, &tl) : NULL;
+    if (t) {
+        struct kb_tenant kt;
+        kb_tenant_of(t, tl, &kt);
+        memcpy(tenant, kt.h, sizeof tenant);
+    }
+    semantic_key(req, tenant, s->name, s->model->identity, s->have_fmt ? chat_template_name(s->fmt.tmpl) : "",
+                 look->key);
+    size_t ql;
+    const char *q = semantic_question(req, &ql);
+    int dim = encoder_hparams(s->enc)->n_embd;
+    struct kvik_err err = {0};
+    if (!(look->vec = malloc((size_t)dim * sizeof *look->vec)) || kb_embed(s, 1, &q, &ql, look->vec, &err)) {
+        free(look->vec);
+        look->vec = NULL;
+        return false; /* bypassed: the request is served as usual */
+    }
+    char *entry;
+    size_t len;
+    struct semcache_probe pb;
+    look->header = "miss";
+    bool hit = semcache_get(s->semcache, look->key, look->vec, q, ql, clock_ns(), &entry, &len, &pb);
+    if (pb.sim > -2.0f)
+        snprintf(look->probe, sizeof look->probe, "cosine=%.4f; words=%s", (double)pb.sim, pb.same ? "same" : "different");
+    if (!hit) {
+        if ((look->q = malloc(ql + 1))) memcpy(look->q, q, ql + 1), look->qlen = ql;
+        else free(look->vec), look->vec = NULL;
+        return false;
+    }
+    struct api_prompt pr;
+    struct api_error e;
+    int n_prompt = api_prepare(req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, &e) ? pr.n : 0;
+    if (n_prompt) api_prompt_free(&pr);
+    size_t blen = 0;
+    char *body = semantic_reply(entry, len, s->name, n_prompt, req->stream, req->include_usage, &blen);
+    free(entry);
+    free(look->vec);
+    look->vec = NULL;
+    *ret = reply_hdr(s, conn, MHD_HTTP_OK, req->stream ? "text/event-stream" : "application/json", body, blen, false,
+                     "hit", look->probe);
+    return true;
+}
+
 static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
     enum api_route route = cs->route == ROUTE_CHAT ? API_ROUTE_CHAT : API_ROUTE_COMPLETIONS;
     struct api_error e = {0};
@@ -508,6 +625,14 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
     }
     if (!api_parse_request(route, cs->body.p, cs->body.len, s->cfg.max_body, &req, &e))
         return reply_error(s, conn, &e, e.status == 413 ? METRICS_REJECT_TOO_LARGE : METRICS_REJECT_INVALID);
+    struct cache_look look = {0};
+    if (s->semcache && route == API_ROUTE_CHAT) {
+        enum MHD_Result ret;
+        if (semantic_lookup(s, conn, &req, &look, &ret)) {
+            api_request_free(&req);
+            return ret;
+        }
+    }
     /* a completions batch: one job per prompt (not streamed: request.c refuses that) */
     int k = 1 + req.n_more, n = req.n;
     struct stream **sts = calloc((size_t)k, sizeof *sts);
@@ -519,6 +644,16 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
     }
     bool stream = req.stream;
     api_request_free(&req);
+    if (sr == START_OK && look.vec) { /* the answer goes to the cache when it is complete */
+        sts[0]->cache_vec = look.vec;
+        sts[0]->cache_q = look.q;
+        sts[0]->cache_qlen = look.qlen;
+        memcpy(sts[0]->cache_key, look.key, sizeof look.key);
+        look.vec = NULL;
+        look.q = NULL;
+    }
+    free(look.vec);
+    free(look.q);
     if (sr != START_OK) {
         for (int i = 0; sts && i < k; i++)
             if (sts[i]) stream_free(sts[i]); /* cancels what started */
@@ -539,6 +674,8 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        if (look.header) MHD_add_response_header(r, "X-Kvik-Cache", look.header);
+        if (look.probe[0]) MHD_add_response_header(r, "X-Kvik-Cache-Nearest", look.probe);
         atomic_fetch_add(&s->http_requests, 1);
         enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
         MHD_destroy_response(r); /* stream_free runs when libmicrohttpd is done with it */
@@ -562,6 +699,7 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
             if (!failed) nomem = !(bodies[i] = resp_full(&sts[i]->rc, j));
         }
         pthread_mutex_unlock(&j->mu);
+        if (!gone && !failed && sts[i]->cache_vec) cache_answer(s, sts[i]);
     }
     for (int i = 0; i < k; i++) stream_free(sts[i]); /* cancels if the client left or another failed */
     free(sts);
@@ -579,7 +717,8 @@ static enum MHD_Result handle_generate(struct server *s, struct MHD_Connection *
         char *eb = api_error_json(&e);
         return reply(s, conn, 500, "application/json", eb, eb ? strlen(eb) : 0, false);
     }
-    return reply(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false);
+    return reply_hdr(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false, look.header,
+                     look.probe);
 }
 
 /* ---- the other routes -------------------------------------------------- */
@@ -755,6 +894,49 @@ static enum MHD_Result handle_stores(struct server *s, struct MHD_Connection *co
     return reply(s, conn, (unsigned)out.status, out.ctype, out.body, out.len, false);
 }
 
+static int cmp_rank(const void *a, const void *b) {
+    const struct api_rank *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->index - y->index;
+}
+
+/* POST /v1/rerank: {"query", "documents": [string or {"text"}], "top_n",
+ * "return_documents"} -> {"results": [{"index", "relevance_score"}], ...},
+ * best first. */
+static enum MHD_Result handle_rerank(struct server *s, struct MHD_Connection *conn, struct conn_state *cs) {
+    struct api_error e;
+    if (!s->rerank) {
+        api_fail(&e, 400, "invalid_request_error", "model_not_supported", NULL,
+                 "Reranking needs a chat model whose vocabulary spells yes and no as one token each.");
+        return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    }
+    struct api_rerank_request r;
+    if (!api_parse_rerank(cs->body.p, cs->body.len, &r, &e)) return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
+    float *scores = malloc((size_t)r.n * sizeof *scores);
+    struct api_rank *rank = malloc((size_t)r.n * sizeof *rank);
+    struct kvik_err err = {0};
+    int64_t tokens = 0;
+    kvik_status st = scores && rank ? reranker_score(s->rerank, r.query, r.query_len, r.n, (const char *const *)r.docs,
+                                                     r.lens, scores, &tokens, &err)
+                                    : err_set(&err, KVIK_ERR_NOMEM, "out of memory");
+    char *body = NULL;
+    if (!st) {
+        for (int i = 0; i < r.n; i++) rank[i] = (struct api_rank){i, scores[i]};
+        qsort(rank, (size_t)r.n, sizeof *rank, cmp_rank);
+        body = resp_rerank(rank, r.top_n < r.n ? r.top_n : r.n, r.return_documents ? &r : NULL, s->name, tokens);
+    }
+    free(scores);
+    free(rank);
+    api_rerank_request_free(&r);
+    if (st) {
+        api_fail(&e, st == KVIK_ERR_BUSY ? 503 : st == KVIK_ERR_INVALID_ARG ? 400 : 500,
+                 st == KVIK_ERR_INVALID_ARG ? "invalid_request_error" : "server_error", NULL, NULL, "Reranking failed: %s",
+                 err.msg);
+        return reply_error(s, conn, &e, e.status == 503 ? METRICS_REJECT_DRAINING : METRICS_REJECT_INVALID);
+    }
+    return reply(s, conn, MHD_HTTP_OK, "application/json", body, body ? strlen(body) : 0, false);
+}
+
 static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *conn) {
     struct metrics_server ms = {.ready = atomic_load(&s->state) == SRV_READY};
     for (int i = 0; i < METRICS_REJECT_COUNT; i++) ms.rejected[i] = atomic_load(&s->rejected[i]);
@@ -762,6 +944,13 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
     ms.rejected[METRICS_REJECT_TOO_LARGE] += watchdog_cuts(s->watch, WATCH_CUT_OTHER);
     ms.http_requests = atomic_load(&s->http_requests);
     ms.http_connections = watchdog_open_count(s->watch);
+    if (s->semcache) {
+        struct semcache_stats sc;
+        semcache_stats(s->semcache, &sc);
+        ms.semcache = true;
+        ms.sc_hits = sc.hits, ms.sc_misses = sc.misses, ms.sc_inserts = sc.inserts;
+        ms.sc_evictions = sc.evictions, ms.sc_expirations = sc.expirations, ms.sc_entries = sc.entries;
+    }
     struct engine_stats st;
     bool have = atomic_load(&s->state) != SRV_LOADING && s->engine;
     if (have) engine_stats(s->engine, &st);
@@ -826,6 +1015,8 @@ static const struct route_def routes[] = {
     {"/detokenize", false, "POST", ROUTE_DETOKENIZE, true, true},
     {"/tokenizer_info", false, "GET", ROUTE_TOKENIZER_INFO, true, true},
     {"/v1/embeddings", false, "POST", ROUTE_EMBEDDINGS, true, true},
+    {"/v1/rerank", false, "POST", ROUTE_RERANK, true, true},
+    {"/rerank", false, "POST", ROUTE_RERANK, true, true},
 };
 
 static const struct route_def *find_route(const char *url, const char *method, bool *wrong_method) {
@@ -976,6 +1167,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     case ROUTE_TOKENIZER_INFO: return handle_tokenizer_info(s, conn);
     case ROUTE_EMBEDDINGS: return handle_embeddings(s, conn, cs);
     case ROUTE_STORES: return handle_stores(s, conn, cs, url, method);
+    case ROUTE_RERANK: return handle_rerank(s, conn, cs);
     default: return MHD_NO;
     }
 }
@@ -1178,10 +1370,18 @@ static kvik_status kb_embed(void *ctx, int n, const char *const *texts, const si
     return st;
 }
 
+static kvik_status kb_rerank(void *ctx, const char *query, size_t qlen, int n, const char *const *docs,
+                             const size_t *lens, float *scores, struct kvik_err *err) {
+    struct server *s = ctx;
+    if (!s->rerank) return err_set(err, KVIK_ERR_UNSUPPORTED, "no reranker: the server has no chat model that judges");
+    return reranker_score(s->rerank, query, qlen, n, docs, lens, scores, NULL, err);
+}
+
 /* The knowledge base over the embedding model: in --data-dir, or in memory. */
 static bool open_stores(struct server *s) {
     struct kb_config kc = {.dir = s->cfg.data_dir, .dim = encoder_hparams(s->enc)->n_embd,
-                           .tok = encoder_tokenizer(s->enc), .embed = kb_embed, .embed_ctx = s};
+                           .tok = encoder_tokenizer(s->enc), .embed = kb_embed, .embed_ctx = s,
+                           .rerank = kb_rerank, .rerank_ctx = s};
     snprintf(kc.model.id, sizeof kc.model.id, "%s", s->emb_name);
     snprintf(kc.model.hash, sizeof kc.model.hash, "%016llx", (unsigned long long)encoder_identity(s->enc));
     struct kvik_err err = {0};
@@ -1264,6 +1464,30 @@ static bool load_model(struct server *s) {
         return false;
     }
     s->pool_tokens = engine_max_seq_tokens(s->engine);
+    if (s->cfg.semantic_cache) {
+        if (!s->enc) {
+            fprintf(stderr, "kvik serve: --semantic-cache needs an embedding model (--embedding-model)\n");
+            return false;
+        }
+        struct semcache_config sc = {.dim = encoder_hparams(s->enc)->n_embd,
+                                     .guard = !s->cfg.semcache_no_guard,
+                                     .threshold = s->cfg.semcache_threshold,
+                                     .ttl_ns = (int64_t)(s->cfg.semcache_ttl_s * 1e9),
+                                     .max_entries = s->cfg.semcache_max};
+        if (!(s->semcache = semcache_new(&sc, &err))) {
+            fprintf(stderr, "kvik serve: semantic cache: %s\n", err.msg);
+            return false;
+        }
+        fprintf(stderr, "kvik serve: semantic cache on: cosine >= %.3f%s, TTL %.0f s, %lld entries at most\n",
+                (double)sc.threshold, sc.guard ? " and the same content words" : "", s->cfg.semcache_ttl_s,
+                (long long)sc.max_entries);
+    }
+    if (s->have_fmt) {
+        struct reranker_config rc = {.n_ctx = s->n_ctx, .cache_key = 0x72657261ull};
+        struct kvik_err rerr = {0};
+        if (!(s->rerank = reranker_new(s->engine, s->tok, &s->fmt, &rc, &rerr)))
+            fprintf(stderr, "kvik serve: no reranking: %s\n", rerr.msg);
+    }
     return true;
 }
 
@@ -1286,6 +1510,8 @@ static void server_free(struct server *s) {
     }
     kb_close(s->kb);
     engine_free(s->engine);
+    reranker_free(s->rerank);
+    semcache_free(s->semcache);
     embedder_free(s->emb); /* after the daemon: no request waits on it */
     encoder_free(s->enc);
     free(s->eog);

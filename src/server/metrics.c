@@ -117,6 +117,14 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
     counter(&b, "kvik_http_requests_total", "HTTP requests answered.", ms->http_requests);
     gauge(&b, "kvik_server_ready", "1 when the model is loaded and requests are served.", ms->ready);
     gauge(&b, "kvik_http_connections", "HTTP connections open now.", (double)ms->http_connections);
+    if (ms->semcache) {
+        counter(&b, "kvik_semantic_cache_hits_total", "Chat requests answered from the semantic cache.", ms->sc_hits);
+        counter(&b, "kvik_semantic_cache_misses_total", "Chat requests looked up and not found.", ms->sc_misses);
+        counter(&b, "kvik_semantic_cache_inserts_total", "Answers stored in the semantic cache.", ms->sc_inserts);
+        counter(&b, "kvik_semantic_cache_evictions_total", "Entries dropped to make room.", ms->sc_evictions);
+        counter(&b, "kvik_semantic_cache_expirations_total", "Entries dropped past their TTL.", ms->sc_expirations);
+        gauge(&b, "kvik_semantic_cache_entries", "Entries in the semantic cache.", (double)ms->sc_entries);
+    }
     if (b.failed) {
         sbuf_free(&b);
         return NULL;

@@ -36,6 +36,9 @@ struct metrics_server {
     uint64_t http_requests; /* every HTTP request answered */
     int ready;              /* 1: the model is loaded and requests are taken */
     int64_t http_connections; /* HTTP connections open now */
+    bool semcache;          /* the semantic cache is on (its series are shown) */
+    uint64_t sc_hits, sc_misses, sc_inserts, sc_evictions, sc_expirations;
+    int64_t sc_entries;
 };
 
 /* The whole exposition (malloc'd, NUL-terminated, length in *len); st may

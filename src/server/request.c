@@ -806,3 +806,66 @@ void api_embed_request_free(struct api_embed_request *r) {
     free(r->n_ids);
     *r = (struct api_embed_request){0};
 }
+
+bool api_parse_rerank(const char *body, size_t len, struct api_rerank_request *r, struct api_error *e) {
+    *r = (struct api_rerank_request){0};
+    json_t *root = load_body(body, len, len + 1, e);
+    if (!root) return false;
+    bool ok = false;
+    long long top_n = 0;
+    json_t *docs = field(root, "documents");
+    const char *docs_name = "documents";
+    if (!docs) docs = field(root, "texts"), docs_name = "texts";
+    if (get_string(root, "query", &r->query, e) == FIELD_BAD) goto out;
+    if (!r->query || !r->query[0]) {
+        api_fail(e, 400, "invalid_request_error", "missing_required_parameter", "query",
+                 "Missing required parameter: 'query' (a non-empty string).");
+        goto out;
+    }
+    r->query_len = strlen(r->query);
+    if (!json_is_array(docs) || json_array_size(docs) == 0 || json_array_size(docs) > API_MAX_RERANK_DOCS) {
+        api_fail(e, 400, "invalid_request_error", "invalid_value", "documents",
+                 "Invalid 'documents': an array of 1 to %d strings or {\"text\": string} objects.",
+                 API_MAX_RERANK_DOCS);
+        goto out;
+    }
+    r->n = (int)json_array_size(docs);
+    r->docs = calloc((size_t)r->n, sizeof *r->docs);
+    r->lens = calloc((size_t)r->n, sizeof *r->lens);
+    if (!r->docs || !r->lens) {
+        nomem(e);
+        goto out;
+    }
+    for (int i = 0; i < r->n; i++) {
+        json_t *d = json_array_get(docs, (size_t)i);
+        if (json_is_object(d)) d = json_object_get(d, "text");
+        if (!json_is_string(d)) {
+            api_fail(e, 400, "invalid_request_error", "invalid_value", docs_name,
+                     "Invalid '%s[%d]': a string or an object with a 'text' string.", docs_name, i);
+            goto out;
+        }
+        r->lens[i] = json_string_length(d);
+        if (!(r->docs[i] = malloc(r->lens[i] + 1))) {
+            nomem(e);
+            goto out;
+        }
+        memcpy(r->docs[i], json_string_value(d), r->lens[i] + 1);
+    }
+    if (get_int(root, "top_n", 1, r->n, &top_n, e) == FIELD_BAD) goto out;
+    r->top_n = top_n ? (int)top_n : r->n;
+    if (get_bool(root, "return_documents", &r->return_documents, e) == FIELD_BAD) goto out;
+    ok = true;
+out:
+    json_decref(root);
+    if (!ok) api_rerank_request_free(r);
+    return ok;
+}
+
+void api_rerank_request_free(struct api_rerank_request *r) {
+    if (!r) return;
+    for (int i = 0; r->docs && i < r->n; i++) free(r->docs[i]);
+    free(r->docs);
+    free(r->lens);
+    free(r->query);
+    *r = (struct api_rerank_request){0};
+}

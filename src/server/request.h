@@ -36,6 +36,7 @@ enum {
     API_MAX_DETOKENIZE = 1 << 20,   /* ids in one /detokenize body */
     API_MAX_PROMPTS = 64,           /* prompts in one completions batch */
     API_MAX_EMBED_INPUTS = 2048,    /* inputs in one embeddings request (OpenAI's limit) */
+    API_MAX_RERANK_DOCS = 1000,     /* documents in one rerank request */
 };
 
 enum api_route {
@@ -162,6 +163,20 @@ struct api_embed_request {
 bool api_parse_embeddings(const char *body, size_t len, size_t max_body, struct api_embed_request *r,
                           struct api_error *e);
 void api_embed_request_free(struct api_embed_request *r);
+
+/* The body of POST /v1/rerank: {"query": string, "documents" (or "texts"):
+ * [string or {"text": string}], "top_n": N, "return_documents": bool}. */
+struct api_rerank_request {
+    char *query;
+    size_t query_len;
+    int n;                  /* documents, 1..API_MAX_RERANK_DOCS */
+    char **docs;            /* [n], NUL-terminated */
+    size_t *lens;
+    int top_n;              /* 1..n (default n) */
+    bool return_documents;
+};
+bool api_parse_rerank(const char *body, size_t len, struct api_rerank_request *r, struct api_error *e);
+void api_rerank_request_free(struct api_rerank_request *r);
 
 /* s[0..n) with every invalid byte sequence as U+FFFD, NUL-terminated,
  * malloc'd, length in *out_len; NULL if out of memory. */

@@ -482,3 +482,20 @@ char *resp_embeddings(const float *vecs, int n, int dim, bool b64, const char *m
     json_decref(root);
     return s;
 }
+
+char *resp_rerank(const struct api_rank *ranks, int n, const struct api_rerank_request *req, const char *model,
+                  int64_t tokens) {
+    json_t *results = json_array();
+    for (int i = 0; results && i < n; i++) {
+        json_t *x = json_pack("{s:i, s:f}", "index", ranks[i].index, "relevance_score", (double)ranks[i].score);
+        if (x && req)
+            json_object_set_new(x, "document",
+                                json_pack("{s:s%}", "text", req->docs[ranks[i].index], req->lens[ranks[i].index]));
+        json_array_append_new(results, x);
+    }
+    json_t *root = json_pack("{s:s, s:s, s:o, s:{s:I, s:I}}", "object", "list", "model", model, "results", results,
+                             "usage", "prompt_tokens", (json_int_t)tokens, "total_tokens", (json_int_t)tokens);
+    char *body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return body;
+}

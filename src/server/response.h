@@ -109,4 +109,17 @@ char *resp_embeddings(const float *vecs, int n, int dim, bool b64, const char *m
  * "max_model_len":CTX}, ...]} of n models or, list false, the first's model object alone. */
 char *resp_models(const char *const *names, const int *n_ctx, int n, int64_t created, bool list);
 
+/* One document's place in a rerank answer. */
+struct api_rank {
+    int index;   /* in the request's documents */
+    float score; /* relevance, 0..1 */
+};
+
+/* The body of a /v1/rerank answer: ranks[0..n) (best first) as results
+ * {"index", "relevance_score"} (with "document": {"text"} when req is
+ * given), the model and the prompt tokens used; NULL if out of memory. */
+struct api_rerank_request;
+char *resp_rerank(const struct api_rank *ranks, int n, const struct api_rerank_request *req, const char *model,
+                  int64_t tokens);
+
 #endif /* KVIK_SERVER_RESPONSE_H */

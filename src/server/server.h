@@ -68,7 +68,17 @@ struct server_config {
     int embedding_threads;   /* the encoder's thread pool (0: 1) */
     const char *data_dir;    /* files and vector stores are kept here (NULL: in memory) */
     size_t max_file;         /* the largest file upload in bytes (64 MiB) */
+    bool semantic_cache;     /* answer chat requests from the semantic cache (needs an embedding model) */
+    float semcache_threshold; /* least cosine of a hit */
+    double semcache_ttl_s;   /* an entry's life in seconds */
+    int64_t semcache_max;    /* entries at most */
+    bool semcache_no_guard;  /* hits by cosine alone (measurement only: near misses get through) */
 };
+
+/* The semantic cache's default least cosine (docs/retrieval.md: with the
+ * content-word guard, the lowest at which at most 1% of the hits on the
+ * labelled pairs were wrong). */
+#define SERVER_SEMCACHE_THRESHOLD 0.80f
 
 struct server_config server_config_default(void);
 
