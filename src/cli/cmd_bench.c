@@ -27,6 +27,8 @@ static void usage(FILE *f) {
             "         serving-engine throughput at batch sizes 1, 8, 32 (--help)\n"
             "       kvik bench tokenizer [-m MODEL] -f CORPUS [-t N] [--json]\n"
             "         tokenizer MB/s and tokens/s against Hugging Face tokenizers (--help)\n"
+            "       kvik bench vector --base F --queries F --truth F --dim D [--json]\n"
+            "         the vector store's HNSW: build time, memory, queries/s and recall (--help)\n"
             "       kvik bench serve --url URL [--rate R] [--max-concurrency C] ...\n"
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"
             "         kvik bench sweep (rates or concurrencies), kvik bench compare A.json B.json\n"
@@ -68,6 +70,7 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "offline")) return cmd_bench_offline(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "engine")) return cmd_bench_engine(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "vector")) return cmd_bench_vector(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "serve") || !strcmp(argv[1], "sweep") || !strcmp(argv[1], "compare")))
         return cmd_bench_serve(argc, argv);
     if (argc < 2 || strcmp(argv[1], "kernels") != 0) {
@@ -75,7 +78,7 @@ int cmd_bench(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "kvik bench: expected 'kernels', 'offline', 'tokenizer', 'serve', 'sweep' or 'compare' (try kvik bench --help)\n");
+        fprintf(stderr, "kvik bench: expected 'kernels', 'offline', 'engine', 'tokenizer', 'vector', 'serve', 'sweep' or 'compare' (try kvik bench --help)\n");
         return 2;
     }
     struct bench_params p;

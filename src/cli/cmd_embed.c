@@ -24,6 +24,8 @@ static void usage(FILE *f) {
             "  --no-normalize    leave the vectors unnormalised (default: unit length)\n"
             "  --batch N         texts per forward pass (default 32)\n"
             "  --ids             print each text's token ids before its vector\n"
+            "  -o FILE           write the vectors to FILE instead, as raw little-endian float32\n"
+            "                    rows (n_texts x n_embd), and a progress line on stderr\n"
             "  -t N              threads (default: all CPUs)\n"
             "  -h, --help        this text\n");
 }
@@ -35,7 +37,8 @@ static void print_vec(const float *v, int d) {
 }
 
 int cmd_embed(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
+    const char *model = NULL, *file = NULL, *out_path = NULL;
+    FILE *of = NULL;
     const char **texts = calloc((size_t)argc, sizeof *texts);
     int n_texts = 0, pooling = ENCODER_POOL_NONE, batch = 32, threads = 0;
     bool normalize = true, show_ids = false;
@@ -45,7 +48,7 @@ int cmd_embed(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool takes = !strcmp(a, "-m") || !strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--pooling") ||
-                     !strcmp(a, "--batch") || !strcmp(a, "-t");
+                     !strcmp(a, "--batch") || !strcmp(a, "-t") || !strcmp(a, "-o");
         if (takes && i + 1 >= argc) {
             fprintf(stderr, "kvik embed: %s needs a value (try kvik embed --help)\n", a);
             goto out;
@@ -62,6 +65,8 @@ int cmd_embed(int argc, char **argv) {
             texts[n_texts++] = v;
         } else if (!strcmp(a, "-f")) {
             file = v;
+        } else if (!strcmp(a, "-o")) {
+            out_path = v;
         } else if (!strcmp(a, "--pooling")) {
             if (!strcmp(v, "mean")) pooling = ENCODER_POOL_MEAN;
             else if (!strcmp(v, "cls")) pooling = ENCODER_POOL_CLS;
@@ -118,6 +123,12 @@ int cmd_embed(int argc, char **argv) {
         goto out;
     }
     const struct encoder_hparams *hp = encoder_hparams(e);
+    if (out_path && !(of = fopen(out_path, "wb"))) {
+        fprintf(stderr, "kvik embed: cannot write %s\n", out_path);
+        encoder_free(e);
+        goto out;
+    }
+    int64_t t0 = clock_ns();
     struct encoder_ctx *ctx = encoder_ctx_new(e, threads ? threads : cpu_count(), batch * hp->n_ctx, &err);
     int32_t *ids = malloc((size_t)batch * (size_t)hp->n_ctx * sizeof *ids);
     const int32_t **rows = malloc((size_t)batch * sizeof *rows);
@@ -143,6 +154,16 @@ int cmd_embed(int argc, char **argv) {
                 fprintf(stderr, "kvik embed: %s\n", err.msg);
                 rc = 1;
             }
+            if (of && !rc) {
+                if (fwrite(out, sizeof *out * (size_t)hp->n_embd, (size_t)nb, of) != (size_t)nb) {
+                    fprintf(stderr, "kvik embed: cannot write %s\n", out_path);
+                    rc = 1;
+                }
+                if (((i0 / batch) % 64 == 0 || i0 + nb == n_texts) && !rc)
+                    fprintf(stderr, "kvik embed: %d of %d texts, %.1f a second\n", i0 + nb, n_texts,
+                            (i0 + nb) / ((double)(clock_ns() - t0) * 1e-9));
+                continue;
+            }
             for (int b = 0; b < nb && !rc; b++) {
                 if (show_ids) {
                     cli_json_ids(stdout, rows[b], n_ids[b]);
@@ -158,6 +179,10 @@ int cmd_embed(int argc, char **argv) {
     free(out);
     encoder_ctx_free(ctx);
     encoder_free(e);
+    if (of && fclose(of) != 0 && !rc) {
+        fprintf(stderr, "kvik embed: cannot write %s\n", out_path);
+        rc = 1;
+    }
 out:
     free(texts);
     free(buf);
