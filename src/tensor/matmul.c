@@ -206,14 +206,16 @@ static void run_tile(const struct matmul_job *job, int mi, int64_t r0, int64_t r
     vec_dot_tile_fn tile = job->k->vec_dot_tile[w->type];
     int64_t R = job->k->tile_rows, C = job->k->tile_cols;
     int64_t r = r0;
-    if (tile && job->xq && t1 - t0 >= C) {
+    if (tile && t1 - t0 >= C) {
+        /* activation rows: quantized ones, or the F32 input itself (float weights) */
+        size_t as = job->xq ? job->xq_row : (size_t)job->x_stride * sizeof(float);
         const uint8_t *wdata = w->data;
         float *y = job->y[mi];
         int64_t ys = job->y_stride[mi], t_tiles = t0 + (t1 - t0) / C * C;
         for (; r + R <= r1; r += R) {
             const uint8_t *wrow = wdata + (size_t)r * w->row_bytes;
             for (int64_t t = t0; t < t_tiles; t += C)
-                tile(w->cols, &y[t * ys + r], (size_t)ys, wrow, w->row_bytes, activation_row(job, t), job->xq_row);
+                tile(w->cols, &y[t * ys + r], (size_t)ys, wrow, w->row_bytes, activation_row(job, t), as);
             if (t_tiles < t1) run_rows(job, mi, r, r + R, t_tiles, t1);
         }
     }

@@ -84,59 +84,12 @@ static inline __m256i scales_2x16(int a, int b) {
 
 /* ---- float weights ------------------------------------------------- */
 
-static void vec_dot_f32(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const float *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        stream_prefetch(x + i, 16 * sizeof *x);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) sum += x[i] * y[i];
-    *s = sum;
-}
-
 static inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 static inline __m256 load_bf16x8(const uint16_t *p) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
-static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const uint16_t *x = vx;
-    const float *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        stream_prefetch(x + i, 16 * sizeof *x);
-        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) sum += f16t(x[i]) * y[i];
-    *s = sum;
-}
-
-static void vec_dot_bf16(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const uint16_t *x = vx;
-    const float *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        stream_prefetch(x + i, 16 * sizeof *x);
-        a0 = _mm256_fmadd_ps(load_bf16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_bf16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16x8(x + i), _mm256_loadu_ps(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) sum += bf16_to_fp32(x[i]) * y[i];
-    *s = sum;
 }
 
 /* ---- legacy 32-weight blocks ----------------------------------------- */
@@ -309,6 +262,57 @@ TILE_INLINE void tile_q41_family(const bool five, const int R, const int C, cons
     tile_store(s, ss, acc, mins, R, C);
 }
 
+enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
+
+/* Float weights (F32, F16, BF16) against F32 activations: one accumulator
+ * of 8 lanes per (row, column) over the blocks of 8, its horizontal sum,
+ * then the last n % 8 products one by one. */
+TILE_INLINE __m256 float_load8(const enum float_kind kind, const void *row, int64_t i) {
+    if (kind == FLOAT_F16) return load_f16x8((const uint16_t *)row + i);
+    if (kind == FLOAT_BF16) return load_bf16x8((const uint16_t *)row + i);
+    return _mm256_loadu_ps((const float *)row + i);
+}
+
+TILE_INLINE float float_at(const enum float_kind kind, const void *row, int64_t i) {
+    if (kind == FLOAT_F16) return f16t(((const uint16_t *)row)[i]);
+    if (kind == FLOAT_BF16) return bf16_to_fp32(((const uint16_t *)row)[i]);
+    return ((const float *)row)[i];
+}
+
+TILE_INLINE void tile_float(const enum float_kind kind, const int R, const int C, const int pf, int64_t n,
+                            float *restrict s, size_t ss, const void *restrict vx, size_t xs, const void *restrict vy,
+                            size_t ys) {
+    __m256 acc[TILE_MAX][TILE_MAX];
+    const size_t esz = kind == FLOAT_F32 ? 4 : 2;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y[TILE_MAX];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[c] = _mm256_loadu_ps((const float *)((const uint8_t *)vy + (size_t)c * ys) + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xr = (const uint8_t *)vx + (size_t)r * xs;
+            if (pf != PF_NONE && (i & 15) == 0) tile_prefetch(xr + (size_t)i * esz, 16 * esz, 2 * xs, pf);
+            __m256 x = float_load8(kind, xr, i);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) acc[r][c] = _mm256_fmadd_ps(x, y[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            float sum = hsum_ps(acc[r][c]);
+            const float *yc = (const float *)((const uint8_t *)vy + (size_t)c * ys);
+            for (int64_t j = i; j < n; j++) sum += float_at(kind, (const uint8_t *)vx + (size_t)r * xs, j) * yc[j];
+            s[(size_t)c * ss + r] = sum;
+        }
+}
+
 /* The three instances of each type. */
 #define TILE_INSTANCES(name, call)                                                                      \
     static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
@@ -333,6 +337,12 @@ TILE_INSTANCES(q5_0, CALL_Q5_0)
 TILE_INSTANCES(q8_0, CALL_Q8_0)
 TILE_INSTANCES(q4_1, CALL_Q4_1)
 TILE_INSTANCES(q5_1, CALL_Q5_1)
+#define CALL_F32(...) tile_float(FLOAT_F32, __VA_ARGS__)
+#define CALL_F16(...) tile_float(FLOAT_F16, __VA_ARGS__)
+#define CALL_BF16(...) tile_float(FLOAT_BF16, __VA_ARGS__)
+TILE_INSTANCES(f32, CALL_F32)
+TILE_INSTANCES(f16, CALL_F16)
+TILE_INSTANCES(bf16, CALL_BF16)
 
 
 
@@ -650,6 +660,12 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->vec_dot_x2[TENSOR_TYPE_Q4_1] = vec_dot_q4_1_x2;
     k->vec_dot_x2[TENSOR_TYPE_Q8_0] = vec_dot_q8_0_x2;
     k->vec_dot_x2[TENSOR_TYPE_Q5_0] = vec_dot_q5_0_x2;
+    k->vec_dot_x2[TENSOR_TYPE_F32] = vec_dot_f32_x2;
+    k->vec_dot_x2[TENSOR_TYPE_F16] = vec_dot_f16_x2;
+    k->vec_dot_x2[TENSOR_TYPE_BF16] = vec_dot_bf16_x2;
+    k->vec_dot_tile[TENSOR_TYPE_F32] = vec_dot_f32_tile;
+    k->vec_dot_tile[TENSOR_TYPE_F16] = vec_dot_f16_tile;
+    k->vec_dot_tile[TENSOR_TYPE_BF16] = vec_dot_bf16_tile;
     k->vec_dot_x2[TENSOR_TYPE_Q5_1] = vec_dot_q5_1_x2;
     k->vec_dot_tile[TENSOR_TYPE_Q4_0] = vec_dot_q4_0_tile;
     k->vec_dot_tile[TENSOR_TYPE_Q5_0] = vec_dot_q5_0_tile;
