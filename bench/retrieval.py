@@ -119,7 +119,7 @@ def main():
     ap.add_argument("--rankers", default="dense,bm25,hybrid,hybrid+rerank")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--rerank-candidates", type=int, default=20,
-                    help="hits each reranked search asks for (the reranker scores that many)")
+                    help="the ranking's first hits the reranker scores (ranking_options.rerank_candidates)")
     ap.add_argument("--json")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -135,12 +135,13 @@ def main():
     load_s = time.time() - t0
     results = {"passages": len(passages), "load_seconds": load_s, "rankers": {}}
     for ranker in args.rankers.split(","):
-        k = max(args.k, args.rerank_candidates) if "rerank" in ranker else args.k
+        opts = {"ranker": ranker}
+        if "rerank" in ranker:
+            opts["rerank_candidates"] = args.rerank_candidates
         hits, t0 = {}, time.time()
         for q in questions:
             r = call(base, key, "POST", f"/vector_stores/{vs}/search",
-                     {"query": q["question"], "max_num_results": min(k, 50),
-                      "ranking_options": {"ranker": ranker}})
+                     {"query": q["question"], "max_num_results": args.k, "ranking_options": opts})
             hits[q["id"]] = r["data"]
         secs = time.time() - t0
         e = evaluate(hits, questions, args.k)

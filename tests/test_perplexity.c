@@ -322,10 +322,13 @@ TEST(ppl_equals_llama_perplexity) {
             long k = (long)json_integer_value(json_object_get(run, "chunks_arg"));
             if (k == 0) continue; /* the whole slice: the docs' figure, not run here */
             double want = num(run, "ppl"), want_err = num(run, "ppl_err");
-            /* kvik's default F32 cache, and F16 (llama-perplexity's default) but
-             * under KVIK_TEST_QUICK (the sanitizer and clang runs) */
+            /* the F16 cache, llama-perplexity's own, within 0.5%; kvik's default
+             * F32 cache too but under KVIK_TEST_QUICK (the sanitizer and clang
+             * runs), within 1%: it is another computation, and over the 504
+             * tokens at -c 128 the rounding of the CPU's kernels (AMX tiles
+             * or AVX-512) moves it by 0.3% (docs/quality.md) */
             const char *quick = getenv("KVIK_TEST_QUICK");
-            for (int t = 0; t < (quick && *quick ? 1 : 2); t++) {
+            for (int t = 1; t >= (quick && *quick ? 1 : 0); t--) {
                 char args[4600];
                 snprintf(args, sizeof args, "-m '%s' -f %s -c %ld --chunks %ld -t 2%s", model, text, c, k,
                          t ? " --kv-type f16" : "");
@@ -334,7 +337,8 @@ TEST(ppl_equals_llama_perplexity) {
                 double ppl = num(j, "ppl"), err = num(j, "ppl_err");
                 printf("  -c %ld --chunks %ld, %s cache: kvik %.4f +/- %.5f, llama-perplexity %.4f +/- %.5f (%+.3f%%)\n", c,
                        k, t ? "f16" : "f32", ppl, err, want, want_err, 100 * (ppl / want - 1));
-                CHECK_MSG(fabs(ppl / want - 1) <= 0.005, "-c %ld: ppl %.4f, llama-perplexity %.4f", c, ppl, want);
+                CHECK_MSG(fabs(ppl / want - 1) <= (t ? 0.005 : 0.01), "-c %ld, %s cache: ppl %.4f, llama-perplexity %.4f",
+                          c, t ? "f16" : "f32", ppl, want);
                 CHECK_MSG(fabs(err / want_err - 1) <= 0.02, "-c %ld: ± %.5f, llama-perplexity %.5f", c, err, want_err);
                 CHECK_EQ_INT((long)num(j, "n_chunks"), (long)json_integer_value(json_object_get(run, "n_chunks")));
                 CHECK_EQ_INT((long)num(j, "n_scored"), k * (c - 1 - c / 2));

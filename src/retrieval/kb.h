@@ -148,8 +148,8 @@ struct kb_query {
     int k;                    /* results wanted (1..1000) */
     float threshold;          /* drop results scoring below (-INFINITY: none) */
     int ranker;               /* enum kb_ranker */
-    bool rerank;              /* rerank the first `candidates` of the ranking */
-    int candidates;           /* per list before fusion or reranking (0: max(50, 4k)) */
+    bool rerank;              /* rerank the first `candidates` of the ranking (0: max(20, 2k)) */
+    int candidates;           /* also the length of each list fused (at least max(50, 4k)) */
 };
 
 struct kb_result {

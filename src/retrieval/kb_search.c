@@ -81,7 +81,7 @@ static bool normalise(float *q, int dim) {
  * threshold unless cut says so). */
 static int rank_locked(const struct kb *kb, const struct kb_st *st, const struct kb_query *q, const float *qv,
                        int want, bool cut, struct kb_result **out, struct kvik_err *err) {
-    int cand = q->candidates > 0 ? q->candidates : (4 * q->k > 50 ? 4 * q->k : 50);
+    int cand = 4 * q->k > 50 ? 4 * q->k : 50;
     if (cand < want) cand = want;
     struct vec_hit *dense = NULL;
     struct bm25_hit *sparse = NULL, *fused = NULL;
@@ -192,7 +192,7 @@ int kb_search(struct kb *kb, const struct kb_tenant *t, const char *store_id, co
         n = err_set(err, KVIK_ERR_INVALID_ARG, "The vector store '%s' has expired.", store_id);
     } else {
         atomic_store(&st->last_active_at, now);
-        int want = q->rerank ? (q->candidates > 0 ? q->candidates : (4 * q->k > 50 ? 4 * q->k : 50)) : q->k;
+        int want = q->rerank ? (q->candidates > 0 ? q->candidates : (2 * q->k > 20 ? 2 * q->k : 20)) : q->k;
         n = rank_locked(kb, st, q, qv, want, !q->rerank, out, err);
     }
     pthread_rwlock_unlock(&kb->lock);

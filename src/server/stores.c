@@ -869,6 +869,15 @@ static void search(struct stores *s, const struct stores_request *r, const char 
             if (!json_is_object(ro)) reply_bad(out, "ranking_options", "%s", "'ranking_options' must be an object.");
             goto done;
         }
+        json_t *rc = json_object_get(ro, "rerank_candidates");
+        if (rc && !json_is_null(rc)) {
+            if (!json_is_integer(rc) || json_integer_value(rc) < 1 || json_integer_value(rc) > 200) {
+                reply_bad(out, "ranking_options.rerank_candidates", "%s",
+                          "'rerank_candidates' must be an integer from 1 to 200.");
+                goto done;
+            }
+            q.candidates = (int)json_integer_value(rc);
+        }
         if (th && !json_is_null(th)) {
             if (!json_is_number(th) || !isfinite(json_number_value(th))) {
                 reply_bad(out, "ranking_options.score_threshold", "%s", "'score_threshold' must be a number.");
