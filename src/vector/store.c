@@ -181,14 +181,28 @@ static bool search_layer(struct vec_store *s, const float *q, struct heap *res, 
     }
     free(res->a);
     *res = seeds;
+    uint32_t todo[1 + 2 * 256];
     while (cand->n) {
         struct hitem c = heap_pop(cand);
         if (res->n >= ef && c.d > res->a[0].d) break;
         const uint32_t *l = vec_links(s, c.id, layer);
+        /* the unvisited neighbours first, their rows' first lines fetched
+         * while the rest are looked at; each next row in full while the
+         * one before is scored */
+        int nt = 0;
         for (uint32_t k = 1; k <= l[0]; k++) {
             uint32_t nb = l[k];
             if (vis->mark[nb] == vis->gen) continue;
             vis->mark[nb] = vis->gen;
+            todo[nt++] = nb;
+            __builtin_prefetch(row(s, nb), 0, 3);
+        }
+        for (int k = 0; k < nt; k++) {
+            uint32_t nb = todo[k];
+            if (k + 1 < nt) {
+                const char *next = row(s, todo[k + 1]);
+                for (size_t off = 64; off < s->row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
+            }
             float d = -score(s, q, nb);
             if (res->n < ef || d < res->a[0].d) {
                 if (!heap_push(cand, (struct hitem){d, nb})) return false;
