@@ -55,14 +55,26 @@ TEST(vector_dot_kernels) {
         CHECK_MSG(fabs(vec_dot_f32(a, b, n) - r) < 1e-4, "f32 n=%d", n);
         CHECK_MSG(fabs(vec_dot_f16(a, h, n) - rh) < 1e-4, "f16 n=%d", n);
         CHECK_MSG(fabs(vec_dot_i8(a, q, n) - rq) < 1e-2, "i8 n=%d", n);
+        /* bytes against int8, exact: 0 and 255 with -128 and 127 too */
+        uint8_t u[300];
+        int64_t ru = 0;
+        for (int i = 0; i < n; i++) {
+            u[i] = (uint8_t)(i % 5 == 0 ? 255 : i % 7 == 0 ? 0 : test_rand_u64(&st) & 255);
+            int8_t x = i % 11 == 0 ? -128 : q[i];
+            q[i] = x;
+            ru += (int64_t)u[i] * x;
+        }
+        CHECK_MSG(vec_dot_u8i8(u, q, n) == ru, "u8i8 n=%d: %d, exact %lld", n, vec_dot_u8i8(u, q, n), (long long)ru);
     }
 }
 
 /* ids 0..n-1 with attributes bucket = i % 1000 (a number) and tenant
  * "t<i % 7>" (a string). */
+/* storage VEC_I8 + 1: int8 rows with F32 copies (rescore). */
 static struct vec_store *build(const float *x, int n, int storage, int index, int efc) {
     struct vec_config c = vec_config_default(DIM);
-    c.storage = storage;
+    c.storage = storage > VEC_I8 ? VEC_I8 : storage;
+    c.rescore = storage > VEC_I8;
     c.index = index;
     c.ef_construction = efc;
     struct kvik_err err = {0};
@@ -98,9 +110,9 @@ static double overlap(const struct vec_hit *exact, int ne, const struct vec_hit 
 
 TEST(vector_exact_search_is_brute_force) {
     float *x = make_data(1500 + 20, DIM, 1), *qs = x + (size_t)1500 * DIM;
-    int storages[] = {VEC_F32, VEC_F16, VEC_I8};
-    for (int si = 0; si < 3; si++) {
-        struct vec_store *s = build(x, 1500, storages[si], VEC_FLAT, 1);
+    int storages[] = {VEC_F32, VEC_F16, VEC_I8, VEC_I8 + 1};
+    for (int si = 0; si < 4; si++) {
+        struct vec_store *s = build(x, 1500, storages[si], si == 3 ? VEC_HNSW : VEC_FLAT, si == 3 ? 200 : 1);
         for (int qi = 0; qi < 20; qi++) {
             const float *q = qs + (size_t)qi * DIM;
             struct vec_hit h[10];
@@ -121,14 +133,18 @@ TEST(vector_exact_search_is_brute_force) {
                         break;
                     }
             }
-            double tol = storages[si] == VEC_F32 ? 1e-5 : storages[si] == VEC_F16 ? 2e-3 : 2e-2;
+            /* int8 + rescore walks the graph on int8 rows and scores the beam in F32:
+             * the scores are F32's (the beam, at ef 64 of 1,500, holds the top 10) */
+            bool f32 = storages[si] == VEC_F32 || storages[si] == VEC_I8 + 1;
+            double tol = f32 ? 1e-5 : storages[si] == VEC_F16 ? 2e-3 : 2e-2;
             for (int k = 0; k < 10; k++) {
                 CHECK_MSG(fabs(h[k].score - best[k]) < tol, "storage %d: hit %d scores %f, exact %f", si, k,
                           h[k].score, best[k]);
                 if (k) CHECK(h[k].score <= h[k - 1].score);
             }
-            if (storages[si] == VEC_F32)
-                for (int k = 0; k < 10; k++) CHECK_MSG(h[k].id == (uint64_t)bid[k], "f32 hit %d is the exact one", k);
+            if (f32)
+                for (int k = 0; k < 10; k++)
+                    CHECK_MSG(h[k].id == (uint64_t)bid[k], "storage %d hit %d is the exact one", si, k);
         }
         vec_store_free(s);
     }

@@ -22,10 +22,12 @@ static void rand_vec(uint64_t *st, float *v, int dim) {
 }
 
 /* n vectors with ids 10*i and attributes; every 5th deleted, every 7th
- * replaced (so tombstones and attribute-less nodes are in the file). */
+ * replaced (so tombstones and attribute-less nodes are in the file).
+ * storage VEC_I8 + 1: int8 rows with F32 copies (rescore). */
 static struct vec_store *make_store(int n, int storage, int index, uint64_t seed) {
     struct vec_config c = vec_config_default(FDIM);
-    c.storage = storage;
+    c.storage = storage > VEC_I8 ? VEC_I8 : storage;
+    c.rescore = storage > VEC_I8;
     c.index = index;
     c.ef_construction = 64;
     struct kvik_err err = {0};
@@ -77,7 +79,7 @@ static bool same_answers(struct vec_store *a, struct vec_store *b, const float *
 
 TEST(vector_file_round_trip) {
     struct vec_filter even = {.op = VEC_EQ, .key = "even", .v = {.type = VEC_BOOL, .b = true}};
-    for (int storage = VEC_F32; storage <= VEC_I8; storage++)
+    for (int storage = VEC_F32; storage <= VEC_I8 + 1; storage++)
         for (int index = VEC_FLAT; index <= VEC_HNSW; index++) {
             struct vec_store *s = make_store(700, storage, index, 11 + storage);
             REQUIRE(s);

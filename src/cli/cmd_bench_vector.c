@@ -30,7 +30,8 @@ static void usage(FILE *f) {
             "  --M N            links per node (default 16)\n"
             "  --ef-construction N  (default 200)\n"
             "  --ef LIST        beam widths, comma-separated (default 10,16,24,32,48,64,96,128,192,256)\n"
-            "  --storage S      f32 (default), f16 or int8\n"
+            "  --storage S      f32 (default), f16, int8, or int8+rescore (int8 rows walked, the\n"
+            "                   beam scored again against F32 copies)\n"
             "  --limit N        the first N base vectors only\n"
             "  --json           one JSON object on stdout\n");
 }
@@ -52,6 +53,7 @@ int cmd_bench_vector(int argc, char **argv) {
     const char *base = NULL, *queries = NULL, *truth = NULL, *efs = "10,16,24,32,48,64,96,128,192,256";
     long dim = 0, k = 10, M = 16, efc = 200, limit = 0;
     int storage = VEC_F32;
+    bool rescore = false;
     bool json = false;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -79,7 +81,11 @@ int cmd_bench_vector(int argc, char **argv) {
         else if (!strcmp(a, "--ef-construction")) ok = cli_parse_long(v, 1, 100000, &efc);
         else if (!strcmp(a, "--limit")) ok = cli_parse_long(v, 1, 1L << 40, &limit);
         else if (!strcmp(a, "--storage")) {
-            storage = !strcmp(v, "f32") ? VEC_F32 : !strcmp(v, "f16") ? VEC_F16 : !strcmp(v, "int8") ? VEC_I8 : -1;
+            rescore = !strcmp(v, "int8+rescore");
+            storage = !strcmp(v, "f32")    ? VEC_F32
+                    : !strcmp(v, "f16")    ? VEC_F16
+                    : !strncmp(v, "int8", 4) && (rescore || !v[4]) ? VEC_I8
+                                                                   : -1;
             ok = storage >= 0;
         } else {
             fprintf(stderr, "kvik bench vector: unknown argument '%s'\n", a);
@@ -108,6 +114,7 @@ int cmd_bench_vector(int argc, char **argv) {
     cfg.M = (int)M;
     cfg.ef_construction = (int)efc;
     cfg.storage = storage;
+    cfg.rescore = rescore;
     struct kvik_err err = {0};
     struct vec_store *s = vec_store_new(&cfg, &err);
     if (!s) {

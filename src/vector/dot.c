@@ -28,6 +28,25 @@ static float dot_i8_ref(const float *q, const int8_t *v, int n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+static int32_t dot_u8i8_ref(const uint8_t *a, const int8_t *b, int n) {
+    int32_t s = 0;
+    for (int i = 0; i < n; i++) s += (int32_t)a[i] * (int32_t)b[i];
+    return s;
+}
+
+static bool use_vnni(void) {
+#if defined(__x86_64__) && !defined(KVIK_NO_SIMD)
+    static int have = -1;
+    if (have < 0) {
+        const struct cpu_features *c = cpu_features_get();
+        have = c->avx512f && c->avx512bw && c->avx512vnni && c->os_avx512;
+    }
+    return have;
+#else
+    return false;
+#endif
+}
+
 static bool use_avx512(void) {
 #if defined(__x86_64__) && !defined(KVIK_NO_SIMD)
     static int have = -1;
@@ -60,4 +79,11 @@ float vec_dot_i8(const float *q, const int8_t *v, int n) {
     if (use_avx512()) return vec_dot_i8_avx512(q, v, n);
 #endif
     return dot_i8_ref(q, v, n);
+}
+
+int32_t vec_dot_u8i8(const uint8_t *a, const int8_t *b, int n) {
+#if defined(__x86_64__) && !defined(KVIK_NO_SIMD)
+    if (use_vnni()) return vec_dot_u8i8_vnni(a, b, n);
+#endif
+    return dot_u8i8_ref(a, b, n);
 }

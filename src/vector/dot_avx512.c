@@ -1,6 +1,7 @@
 /*
  * dot_avx512.c — the vector store's dot products with AVX-512: sixteen
- * lanes, two accumulators, a masked tail.
+ * lanes, two accumulators, a masked tail; the unsigned-by-signed byte
+ * product with VNNI (exact in int32).
  */
 #include "vector/dot.h"
 
@@ -39,5 +40,17 @@ float vec_dot_i8_avx512(const float *q, const int8_t *v, int n) {
         s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), x, s0);
     }
     return _mm512_reduce_add_ps(s0);
+}
+
+int32_t vec_dot_u8i8_vnni(const uint8_t *a, const int8_t *b, int n) {
+    __m512i s0 = _mm512_setzero_si512();
+    int i = 0;
+    for (; i + 64 <= n; i += 64)
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_loadu_si512(a + i), _mm512_loadu_si512(b + i));
+    if (i < n) {
+        __mmask64 m = (__mmask64)(~0ull >> (64 - (n - i)));
+        s0 = _mm512_dpbusd_epi32(s0, _mm512_maskz_loadu_epi8(m, a + i), _mm512_maskz_loadu_epi8(m, b + i));
+    }
+    return _mm512_reduce_add_epi32(s0);
 }
 #endif

@@ -20,12 +20,13 @@
  *   META  104 bytes: u32 dim, storage (0 F32, 1 F16, 2 int8), index (0
  *         flat, 1 HNSW), normalize (0 or 1), M, ef_construction, ef_search,
  *         metric (0: dot product); u64 seed, N, live nodes; i64 entry node
- *         (-1: none); i32 top layer; u32 0; u64[4] the layer draws'
- *         generator state
+ *         (-1: none); i32 top layer; u32 flags (bit 0: rescore, int8 rows
+ *         only; no other bit); u64[4] the layer draws' generator state
  *   MODL  the embedding model: u32 length and the bytes of its id, then u32
  *         length and the bytes of its hash (hex; may be empty)
  *   ROWS  N rows of dim values: f32, f16 or int8
  *   SCAL  N f32 scales (int8 storage only: v ~ scale * q)
+ *   EXAC  N rows of dim f32 (rescore only): the vectors in full
  *   IDS_  N u64 external ids
  *   DEAD  N u8: 1 for a tombstone, else 0
  *   LEVL  N u8: each node's top layer (0..16, none above the store's)
@@ -68,14 +69,20 @@ enum {
 
 static const char MAGIC[8] = "KVIKVEC";
 
-enum sect { S_META, S_MODL, S_ROWS, S_SCAL, S_IDS, S_DEAD, S_LEVL, S_LNK0, S_LNKU, S_ATTR, N_SECT };
+enum sect { S_META, S_MODL, S_ROWS, S_SCAL, S_IDS, S_DEAD, S_LEVL, S_LNK0, S_LNKU, S_ATTR, S_EXAC, N_SECT };
 
 static const uint32_t TAGS[N_SECT] = {
     TAG('M', 'E', 'T', 'A'), TAG('M', 'O', 'D', 'L'), TAG('R', 'O', 'W', 'S'), TAG('S', 'C', 'A', 'L'),
     TAG('I', 'D', 'S', '_'), TAG('D', 'E', 'A', 'D'), TAG('L', 'E', 'V', 'L'), TAG('L', 'N', 'K', '0'),
-    TAG('L', 'N', 'K', 'U'), TAG('A', 'T', 'T', 'R'),
+    TAG('L', 'N', 'K', 'U'), TAG('A', 'T', 'T', 'R'), TAG('E', 'X', 'A', 'C'),
 };
-static const char *const NAMES[N_SECT] = {"META", "MODL", "ROWS", "SCAL", "IDS_", "DEAD", "LEVL", "LNK0", "LNKU", "ATTR"};
+static const char *const NAMES[N_SECT] = {"META", "MODL", "ROWS", "SCAL", "IDS_", "DEAD",
+                                          "LEVL", "LNK0", "LNKU", "ATTR", "EXAC"};
+
+/* Whether a store of this configuration has section k. */
+static bool has_section(int k, bool i8, bool rescore) {
+    return (k != S_SCAL || i8) && (k != S_EXAC || rescore);
+}
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -139,6 +146,7 @@ static void write_sections(struct writer *w, const struct vec_store *s, const st
     put64(meta + 48, (uint64_t)s->live);
     put64(meta + 56, (uint64_t)s->entry);
     put32(meta + 64, (uint32_t)s->max_level);
+    put32(meta + 68, c->rescore ? 1u : 0u);
     for (int i = 0; i < 4; i++) put64(meta + 72 + 8 * i, s->rng.s[i]);
     w_begin(w, S_META);
     w_bytes(w, meta, sizeof meta);
@@ -206,6 +214,11 @@ static void write_sections(struct writer *w, const struct vec_store *s, const st
         }
     }
     w_end(w, S_ATTR);
+    if (s->exact) {
+        w_begin(w, S_EXAC);
+        w_bytes(w, s->exact, n * (size_t)c->dim * sizeof *s->exact);
+        w_end(w, S_EXAC);
+    }
 }
 
 /* Syncs the directory holding path, so a rename into it is durable. */
@@ -233,8 +246,9 @@ kvik_status vec_save(struct vec_store *s, const char *path, const struct vec_mod
         free(tmp);
         return st;
     }
-    bool i8 = s->cfg.storage == VEC_I8;
-    int n_sect = i8 ? N_SECT : N_SECT - 1;
+    bool i8 = s->cfg.storage == VEC_I8, rs = s->cfg.rescore;
+    int n_sect = 0;
+    for (int k = 0; k < N_SECT; k++) n_sect += has_section(k, i8, rs);
     size_t head = HEAD + (size_t)n_sect * ENTRY;
     uint8_t hdr[HEAD + MAX_SECTIONS * ENTRY] = {0};
     struct writer w = {.f = f};
@@ -249,7 +263,7 @@ kvik_status vec_save(struct vec_store *s, const char *path, const struct vec_mod
     put64(hdr + 16, w.pos);
     uint8_t *e = hdr + HEAD;
     for (int i = 0; i < N_SECT; i++) {
-        if (i == S_SCAL && !i8) continue;
+        if (!has_section(i, i8, rs)) continue;
         put32(e, TAGS[i]);
         put32(e + 4, w.sum[i]);
         put64(e + 8, w.off[i]);
@@ -400,8 +414,10 @@ static kvik_status read_meta(const struct sect_ref *m, const char *name, struct 
     out->entry = (int64_t)get64(p + 56);
     out->top = (int32_t)get32(p + 64);
     for (int i = 0; i < 4; i++) out->rng[i] = get64(p + 72 + 8 * i);
+    uint32_t flags = get32(p + 68);
+    c->rescore = flags & 1;
     if (out->n >= UINT32_MAX || out->live > out->n || out->entry < -1 || out->entry >= (int64_t)out->n ||
-        out->top < 0 || out->top > VEC_MAX_LEVEL || get32(p + 68) != 0)
+        out->top < 0 || out->top > VEC_MAX_LEVEL || flags > 1 || (c->rescore && c->storage != VEC_I8))
         return err_set(err, KVIK_ERR_FORMAT, "%s: META's counts do not agree", name);
     return KVIK_OK;
 }
@@ -547,7 +563,12 @@ static struct vec_store *build(const struct sect_ref *sect, const struct meta *m
     memset(s->upper, 0, n * sizeof *s->upper);
     s->n = (int64_t)n; /* every node's owned parts are NULL: freeing is safe from here */
     memcpy(s->rows, sect[S_ROWS].p, n * s->row_bytes);
-    if (mt->cfg.storage == VEC_I8) memcpy(s->scales, sect[S_SCAL].p, n * sizeof *s->scales);
+    if (mt->cfg.storage == VEC_I8) {
+        memcpy(s->scales, sect[S_SCAL].p, n * sizeof *s->scales);
+        for (size_t i = 0; i < n; i++)
+            s->sums[i] = vec_row_sum((const int8_t *)s->rows + i * s->row_bytes, mt->cfg.dim);
+    }
+    if (mt->cfg.rescore) memcpy(s->exact, sect[S_EXAC].p, n * (size_t)mt->cfg.dim * sizeof *s->exact);
     memcpy(s->ext, sect[S_IDS].p, n * sizeof *s->ext);
     memcpy(s->level, sect[S_LEVL].p, n);
     memcpy(s->links0, sect[S_LNK0].p, n * (size_t)(1 + 2 * mt->cfg.M) * sizeof *s->links0);
@@ -590,11 +611,16 @@ static struct vec_store *load(const uint8_t *p, size_t n, const char *name, cons
     struct meta mt;
     if (read_table(p, n, name, sect, err)) return NULL;
     for (int k = 0; k < N_SECT; k++)
-        if (!sect[k].have && k != S_SCAL) {
+        if (!sect[k].have && k != S_SCAL && k != S_EXAC) {
             err_set(err, KVIK_ERR_FORMAT, "%s: no %s section", name, NAMES[k]);
             return NULL;
         }
     if (read_meta(&sect[S_META], name, &mt, err)) return NULL;
+    if (sect[S_EXAC].have != mt.cfg.rescore) {
+        err_set(err, KVIK_ERR_FORMAT, "%s: %s", name,
+                mt.cfg.rescore ? "no EXAC section for a store that rescores" : "EXAC for a store that does not rescore");
+        return NULL;
+    }
 
     struct vec_model m = {{0}, {0}};
     struct cur c = {sect[S_MODL].p, sect[S_MODL].size, 0, false};
@@ -628,7 +654,8 @@ static struct vec_store *load(const uint8_t *p, size_t n, const char *name, cons
         need_size(i8 ? &sect[S_SCAL] : &empty, S_SCAL, i8 ? N * 4 : 0, name, err) ||
         need_size(&sect[S_IDS], S_IDS, N * 8, name, err) || need_size(&sect[S_DEAD], S_DEAD, N, name, err) ||
         need_size(&sect[S_LEVL], S_LEVL, N, name, err) ||
-        need_size(&sect[S_LNK0], S_LNK0, N * (uint64_t)(1 + 2 * mt.cfg.M) * 4, name, err))
+        need_size(&sect[S_LNK0], S_LNK0, N * (uint64_t)(1 + 2 * mt.cfg.M) * 4, name, err) ||
+        (mt.cfg.rescore && need_size(&sect[S_EXAC], S_EXAC, N * (uint64_t)mt.cfg.dim * 4, name, err)))
         return NULL;
     uint64_t live = 0;
     for (uint64_t i = 0; i < N; i++) {
@@ -643,7 +670,8 @@ static struct vec_store *load(const uint8_t *p, size_t n, const char *name, cons
                 (unsigned long long)mt.live, (unsigned long long)live);
         return NULL;
     }
-    if (!rows_finite(&sect[S_ROWS], &sect[S_SCAL], mt.cfg.storage)) {
+    if (!rows_finite(&sect[S_ROWS], &sect[S_SCAL], mt.cfg.storage) ||
+        (mt.cfg.rescore && !rows_finite(&sect[S_EXAC], NULL, VEC_F32))) {
         err_set(err, KVIK_ERR_FORMAT, "%s: a stored vector is not finite", name);
         return NULL;
     }

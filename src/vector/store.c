@@ -74,19 +74,46 @@ struct vec_config vec_config_default(int dim) {
 
 static const void *row(const struct vec_store *s, int64_t i) { return s->rows + (size_t)i * s->row_bytes; }
 
-static float score(const struct vec_store *s, const float *q, int64_t i) {
+/* A query as the rows are scored against it: the floats, and for int8
+ * rows the same vector quantized (scale * (qu - 128)) to bytes. */
+struct query {
+    const float *f;
+    uint8_t *qu; /* [dim] (int8 storage) */
+    float qs;
+};
+
+/* q's bytes for int8 rows from the floats f (qu: dim bytes). */
+static void query_make(const struct vec_store *s, const float *f, uint8_t *qu, struct query *q) {
+    *q = (struct query){.f = f, .qu = qu};
+    if (s->cfg.storage != VEC_I8) return;
+    int d = s->cfg.dim;
+    float mx = 0;
+    for (int k = 0; k < d; k++) mx = fabsf(f[k]) > mx ? fabsf(f[k]) : mx;
+    float inv = mx > 0 ? 127.0f / mx : 0;
+    for (int k = 0; k < d; k++) qu[k] = (uint8_t)(lrintf(f[k] * inv) + 128);
+    q->qs = mx / 127.0f;
+}
+
+static float score(const struct vec_store *s, const struct query *q, int64_t i) {
     int d = s->cfg.dim;
     switch (s->cfg.storage) {
-    case VEC_F16: return vec_dot_f16(q, row(s, i), d);
-    case VEC_I8: return s->scales[i] * vec_dot_i8(q, row(s, i), d);
-    default: return vec_dot_f32(q, row(s, i), d);
+    case VEC_F16: return vec_dot_f16(q->f, row(s, i), d);
+    case VEC_I8: return q->qs * s->scales[i] * (float)(vec_dot_u8i8(q->qu, row(s, i), d) - 128 * s->sums[i]);
+    default: return vec_dot_f32(q->f, row(s, i), d);
     }
+}
+
+/* The F32 score of row i (rescore: against its F32 copy). */
+static float score_exact(const struct vec_store *s, const float *f, int64_t i) {
+    return vec_dot_f32(f, s->exact + (size_t)i * (size_t)s->cfg.dim, s->cfg.dim);
 }
 
 /* Node i's stored vector as floats. */
 static void load_row(const struct vec_store *s, int64_t i, float *out) {
     int d = s->cfg.dim;
-    if (s->cfg.storage == VEC_F32) {
+    if (s->exact) {
+        memcpy(out, s->exact + (size_t)i * (size_t)d, (size_t)d * sizeof *out);
+    } else if (s->cfg.storage == VEC_F32) {
         memcpy(out, row(s, i), (size_t)d * sizeof *out);
     } else if (s->cfg.storage == VEC_F16) {
         const uint16_t *h = row(s, i);
@@ -112,7 +139,19 @@ static void store_row(struct vec_store *s, int64_t i, const float *v) {
         int8_t *q = (int8_t *)p;
         for (int k = 0; k < d; k++) q[k] = (int8_t)lrintf(v[k] * inv);
         s->scales[i] = scale;
+        s->sums[i] = vec_row_sum(q, d);
     }
+    if (s->exact) memcpy(s->exact + (size_t)i * (size_t)d, v, (size_t)d * sizeof *v);
+}
+
+/* Node i as a query (int8 rows: its own bytes, exactly); f: dim floats. */
+static void query_of_row(const struct vec_store *s, int64_t i, float *f, uint8_t *qu, struct query *q) {
+    load_row(s, i, f);
+    *q = (struct query){.f = f, .qu = qu};
+    if (s->cfg.storage != VEC_I8) return;
+    const int8_t *r = row(s, i);
+    for (int k = 0; k < s->cfg.dim; k++) qu[k] = (uint8_t)(r[k] + 128);
+    q->qs = s->scales[i];
 }
 
 /* ---- the graph ---------------------------------------------------------- */
@@ -164,7 +203,7 @@ static bool accept(const struct vec_store *s, int64_t i, const struct vec_filter
  * replaces): up to ef nearest acceptable nodes in res (a max-heap). False
  * when out of memory.
  */
-static bool search_layer(struct vec_store *s, const float *q, struct heap *res, int ef, int layer,
+static bool search_layer(struct vec_store *s, const struct query *q, struct heap *res, int ef, int layer,
                          const struct vec_filter *f, bool build, struct visited *vis, struct heap *cand) {
     cand->n = 0;
     struct hitem *entries = res->a;
@@ -225,12 +264,13 @@ static int cmp_hitem(const void *a, const void *b) {
  * the base), keep a candidate only when it is nearer the base than to any
  * kept one, up to m; the kept ones are written to out. tmp: dim floats. */
 static int select_neighbors(const struct vec_store *s, const struct hitem *c, int n, int m, uint32_t *out,
-                            float *tmp) {
+                            float *tmp, uint8_t *qtmp) {
     int kept = 0;
     for (int i = 0; i < n && kept < m; i++) {
         bool good = true;
-        load_row(s, c[i].id, tmp);
-        for (int j = 0; j < kept && good; j++) good = -score(s, tmp, out[j]) >= c[i].d;
+        struct query q;
+        query_of_row(s, c[i].id, tmp, qtmp, &q);
+        for (int j = 0; j < kept && good; j++) good = -score(s, &q, out[j]) >= c[i].d;
         if (good) out[kept++] = c[i].id;
     }
     return kept;
@@ -238,7 +278,8 @@ static int select_neighbors(const struct vec_store *s, const struct hitem *c, in
 
 /* Adds link node -> to at layer; an overfull list is pruned by the
  * heuristic around node. */
-static bool add_link(struct vec_store *s, int64_t node, uint32_t to, int layer, float *tmp, float *base) {
+static bool add_link(struct vec_store *s, int64_t node, uint32_t to, int layer, float *tmp, float *base,
+                     uint8_t *qtmp) {
     uint32_t *l = vec_links(s, node, layer);
     int m = max_links(s, layer);
     for (uint32_t k = 1; k <= l[0]; k++)
@@ -249,11 +290,12 @@ static bool add_link(struct vec_store *s, int64_t node, uint32_t to, int layer, 
     }
     struct hitem *c = malloc((size_t)(m + 1) * sizeof *c);
     if (!c) return false;
-    load_row(s, node, base);
-    for (int k = 0; k < m; k++) c[k] = (struct hitem){-score(s, base, l[k + 1]), l[k + 1]};
-    c[m] = (struct hitem){-score(s, base, to), to};
+    struct query bq;
+    query_of_row(s, node, base, qtmp + s->cfg.dim, &bq);
+    for (int k = 0; k < m; k++) c[k] = (struct hitem){-score(s, &bq, l[k + 1]), l[k + 1]};
+    c[m] = (struct hitem){-score(s, &bq, to), to};
     qsort(c, (size_t)m + 1, sizeof *c, cmp_hitem);
-    l[0] = (uint32_t)select_neighbors(s, c, m + 1, m, l + 1, tmp);
+    l[0] = (uint32_t)select_neighbors(s, c, m + 1, m, l + 1, tmp, qtmp);
     free(c);
     return true;
 }
@@ -275,16 +317,22 @@ static kvik_status graph_insert(struct vec_store *s, int64_t node, const float *
         return KVIK_OK;
     }
     struct visited *vis = visited_get(s);
-    float *tmp = malloc(2 * (size_t)s->cfg.dim * sizeof *tmp);
+    /* scratch: tmp[0..dim) candidates, [dim..2dim) a neighbour's row
+     * (add_link), [2dim..3dim) the node's own; qb the same in bytes */
+    float *tmp = malloc(3 * (size_t)s->cfg.dim * sizeof *tmp);
+    uint8_t *qb = malloc(3 * (size_t)s->cfg.dim);
     struct heap res = {.max = true}, cand = {0};
     uint32_t *sel = malloc((size_t)(2 * s->cfg.M) * sizeof *sel);
     kvik_status st = KVIK_OK;
-    if (!vis || !tmp || !sel || !heap_push(&res, (struct hitem){-score(s, v, s->entry), (uint32_t)s->entry})) {
+    struct query vq;
+    if (tmp && qb) query_of_row(s, node, tmp + 2 * (size_t)s->cfg.dim, qb + 2 * (size_t)s->cfg.dim, &vq);
+    (void)v;
+    if (!vis || !tmp || !qb || !sel || !heap_push(&res, (struct hitem){-score(s, &vq, s->entry), (uint32_t)s->entry})) {
         st = err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
         goto out;
     }
     for (int l = s->max_level; l >= 0; l--) {
-        bool ok = search_layer(s, v, &res, l > lv ? 1 : s->cfg.ef_construction, l, NULL, true, vis, &cand);
+        bool ok = search_layer(s, &vq, &res, l > lv ? 1 : s->cfg.ef_construction, l, NULL, true, vis, &cand);
         vis->gen++; /* every layer walks afresh */
         if (vis->gen == 0) {
             memset(vis->mark, 0, (size_t)vis->cap * sizeof *vis->mark);
@@ -296,12 +344,12 @@ static kvik_status graph_insert(struct vec_store *s, int64_t node, const float *
         }
         if (l > lv) continue;
         qsort(res.a, (size_t)res.n, sizeof *res.a, cmp_hitem);
-        int n = select_neighbors(s, res.a, res.n, s->cfg.M, sel, tmp);
+        int n = select_neighbors(s, res.a, res.n, s->cfg.M, sel, tmp, qb);
         uint32_t *own = vec_links(s, node, l);
         own[0] = (uint32_t)n;
         memcpy(own + 1, sel, (size_t)n * sizeof *sel);
         for (int k = 0; k < n; k++)
-            if (!add_link(s, sel[k], (uint32_t)node, l, tmp, tmp + s->cfg.dim)) {
+            if (!add_link(s, sel[k], (uint32_t)node, l, tmp, tmp + s->cfg.dim, qb)) {
                 st = err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
                 goto out;
             }
@@ -314,6 +362,7 @@ static kvik_status graph_insert(struct vec_store *s, int64_t node, const float *
 out:
     if (vis) visited_put(s, vis);
     free(tmp);
+    free(qb);
     free(sel);
     free(res.a);
     free(cand.a);
@@ -325,7 +374,7 @@ out:
 struct vec_store *vec_store_new(const struct vec_config *cfg, struct kvik_err *err) {
     if (!cfg || cfg->dim < 1 || cfg->dim > 65536 || cfg->storage < VEC_F32 || cfg->storage > VEC_I8 ||
         cfg->index < VEC_FLAT || cfg->index > VEC_HNSW || cfg->M < 2 || cfg->M > 256 || cfg->ef_construction < 1 ||
-        cfg->ef_search < 1) {
+        cfg->ef_search < 1 || (cfg->rescore && cfg->storage != VEC_I8)) {
         err_set(err, KVIK_ERR_INVALID_ARG, "vector store: bad configuration");
         return NULL;
     }
@@ -362,6 +411,8 @@ static void free_nodes(struct vec_store *s) {
     }
     free(s->rows);
     free(s->scales);
+    free(s->sums);
+    free(s->exact);
     free(s->ext);
     free(s->dead);
     free(s->attrs);
@@ -397,6 +448,8 @@ bool vec_grow_nodes(struct vec_store *s, int64_t want) {
     } while (0)
     GROW(s->rows, s->row_bytes);
     GROW(s->scales, sizeof *s->scales);
+    GROW(s->sums, sizeof *s->sums);
+    if (s->cfg.rescore) GROW(s->exact, (size_t)s->cfg.dim * sizeof *s->exact);
     GROW(s->ext, sizeof *s->ext);
     GROW(s->dead, sizeof *s->dead);
     GROW(s->attrs, sizeof *s->attrs);
@@ -518,10 +571,10 @@ kvik_status vec_delete(struct vec_store *s, uint64_t id) {
 }
 
 /* The exact top k of the acceptable nodes, into res (a max-heap). */
-static bool scan(struct vec_store *s, const float *q, int k, const struct vec_filter *f, struct heap *res) {
+static bool scan(struct vec_store *s, const struct query *q, int k, const struct vec_filter *f, struct heap *res) {
     for (int64_t i = 0; i < s->n; i++) {
         if (!accept(s, i, f, false)) continue;
-        float d = -score(s, q, i);
+        float d = s->exact ? -score_exact(s, q->f, i) : -score(s, q, i);
         if (res->n < k || d < res->a[0].d) {
             if (!heap_push(res, (struct hitem){d, (uint32_t)i})) return false;
             if (res->n > k) heap_pop(res);
@@ -551,7 +604,10 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
         return err_set(err, KVIK_ERR_INVALID_ARG, "vector store: the query is zero or not finite");
     }
     struct heap res = {.max = true}, cand = {0};
-    bool ok = true;
+    uint8_t *qu = malloc((size_t)s->cfg.dim);
+    struct query qq;
+    query_make(s, x, qu, &qq);
+    bool ok = qu != NULL;
     pthread_rwlock_rdlock(&s->lock);
     bool exact = p->exact || s->cfg.index == VEC_FLAT || s->entry < 0;
     double sel = 1.0;
@@ -559,8 +615,9 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
         sel = selectivity(s, p->filter);
         exact = sel < VEC_EXACT_BELOW;
     }
-    if (exact) {
-        ok = scan(s, x, p->k, p->filter, &res);
+    if (!ok) {
+    } else if (exact) {
+        ok = scan(s, &qq, p->k, p->filter, &res);
     } else {
         int ef = p->ef > 0 ? p->ef : s->cfg.ef_search;
         if (ef < p->k) ef = p->k;
@@ -569,16 +626,18 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
             ef = wide > 4.0 * ef ? 4 * ef : (int)wide;
         }
         struct visited *vis = visited_get(s);
-        ok = vis && heap_push(&res, (struct hitem){-score(s, x, s->entry), (uint32_t)s->entry});
+        ok = vis && heap_push(&res, (struct hitem){-score(s, &qq, s->entry), (uint32_t)s->entry});
         for (int l = s->max_level; ok && l >= 1; l--) {
-            ok = search_layer(s, x, &res, 1, l, NULL, true, vis, &cand);
+            ok = search_layer(s, &qq, &res, 1, l, NULL, true, vis, &cand);
             if (++vis->gen == 0) {
                 memset(vis->mark, 0, (size_t)vis->cap * sizeof *vis->mark);
                 vis->gen = 1;
             }
         }
-        ok = ok && search_layer(s, x, &res, ef, 0, p->filter, false, vis, &cand);
+        ok = ok && search_layer(s, &qq, &res, ef, 0, p->filter, false, vis, &cand);
         if (vis) visited_put(s, vis);
+        /* the beam scored again in F32 */
+        for (int i = 0; ok && s->exact && i < res.n; i++) res.a[i].d = -score_exact(s, x, res.a[i].id);
     }
     int n = 0;
     if (ok && res.n) {
@@ -593,6 +652,7 @@ int vec_search(struct vec_store *s, const float *q, const struct vec_search *p, 
     free(res.a);
     free(cand.a);
     free(x);
+    free(qu);
     return ok ? n : err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
 }
 
@@ -649,12 +709,14 @@ kvik_status vec_compact(struct vec_store *s, struct kvik_err *err) {
         /* t's nodes and graph become s's */
         free_nodes(s);
         s->rows = t->rows, s->scales = t->scales, s->ext = t->ext, s->dead = t->dead, s->attrs = t->attrs;
+        s->sums = t->sums, s->exact = t->exact;
         s->level = t->level, s->links0 = t->links0, s->upper = t->upper;
         s->n = t->n, s->cap = t->cap, s->live = t->live, s->entry = t->entry, s->max_level = t->max_level;
         s->map = t->map;
         s->rng = t->rng;
         t->n = 0;
         t->rows = NULL, t->scales = NULL, t->ext = NULL, t->dead = NULL, t->attrs = NULL, t->level = NULL;
+        t->sums = NULL, t->exact = NULL;
         t->links0 = NULL, t->upper = NULL, t->map = (struct map64){0};
         /* the visited arrays may be shorter than the new capacity: they grow on use */
     }
@@ -667,7 +729,8 @@ kvik_status vec_compact(struct vec_store *s, struct kvik_err *err) {
 size_t vec_memory(struct vec_store *s) {
     pthread_rwlock_rdlock(&s->lock);
     size_t c = (size_t)s->cap;
-    size_t b = c * (s->row_bytes + sizeof *s->scales + sizeof *s->ext + sizeof *s->dead + sizeof *s->attrs +
+    size_t b = c * (s->row_bytes + sizeof *s->scales + sizeof *s->sums + sizeof *s->ext + sizeof *s->dead + sizeof *s->attrs +
+                    (s->exact ? (size_t)s->cfg.dim * sizeof *s->exact : 0) +
                     sizeof *s->level + sizeof *s->upper + (size_t)(1 + 2 * s->cfg.M) * sizeof *s->links0);
     b += s->map.cap * (sizeof *s->map.key + sizeof *s->map.val);
     for (int64_t i = 0; i < s->n; i++) {

@@ -32,6 +32,8 @@ struct vec_store {
     /* nodes */
     uint8_t *rows;            /* [cap][row_bytes] */
     float *scales;            /* [cap] (int8 storage) */
+    int32_t *sums;            /* [cap] (int8 storage) the sum of each row's bytes */
+    float *exact;             /* [cap][dim] (rescore) the rows in F32 */
     uint64_t *ext;            /* [cap] external id */
     bool *dead;               /* [cap] tombstone */
     struct node_attrs *attrs; /* [cap] */
@@ -49,6 +51,13 @@ struct vec_store {
     pthread_mutex_t vmu;
     struct visited *vfree;
 };
+
+/* The sum of an int8 row's bytes (int8 storage keeps it per row). */
+static inline int32_t vec_row_sum(const int8_t *q, int dim) {
+    int32_t t = 0;
+    for (int k = 0; k < dim; k++) t += q[k];
+    return t;
+}
 
 /* Room for at least cap nodes; false when out of memory (s->cap unchanged, s still whole). */
 bool vec_grow_nodes(struct vec_store *s, int64_t cap);

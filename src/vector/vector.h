@@ -6,8 +6,11 @@
  * behind one call, with metadata filters and a score threshold.
  *
  *  - Storage: F32, F16, or int8 with one scale per vector (v ~ scale * q,
- *    q in -127..127). The query stays F32; scores are computed against the
- *    stored values.
+ *    q in -127..127). F32 and F16 rows are scored against the F32 query;
+ *    int8 rows against the query quantized the same way (byte products,
+ *    exact in int32, with VNNI where the CPU has it), and with rescore the
+ *    beam's final candidates are scored again against F32 copies, so the
+ *    results' order and scores are F32's.
  *  - Filters (OpenAI's vector-store filters): eq, ne, gt, gte, lt, lte, in,
  *    nin on one attribute, and and/or of filters. A vector without the
  *    attribute matches only ne and nin. gt..lte compare numbers with
@@ -48,6 +51,8 @@ struct vec_config {
     int ef_construction; /* default 200 */
     int ef_search;      /* default 64; a search's own ef overrides it */
     uint64_t seed;      /* the layers' random draws */
+    bool rescore;       /* int8 storage only: keep each vector in F32 too, and score a
+                           search's final candidates (the whole beam) with it */
 };
 
 struct vec_config vec_config_default(int dim);
@@ -152,6 +157,8 @@ struct vec_store *vec_load_memory(const void *p, size_t n, const struct vec_mode
 /* The dot product kernels (dot.c), exposed for tests: the best this CPU runs. */
 float vec_dot_f32(const float *a, const float *b, int n);
 float vec_dot_f16(const float *q, const uint16_t *v, int n);
-float vec_dot_i8(const float *q, const int8_t *v, int n); /* unscaled */
+float vec_dot_i8(const float *q, const int8_t *v, int n);
+/* sum a[i] * b[i], exact (the int8 rows against a query quantized to bytes). */
+int32_t vec_dot_u8i8(const uint8_t *a, const int8_t *b, int n); /* unscaled */
 
 #endif /* KVIK_VECTOR_H */
