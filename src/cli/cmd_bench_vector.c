@@ -33,6 +33,10 @@ static void usage(FILE *f) {
             "  --storage S      f32 (default), f16, int8, or int8+rescore (int8 rows walked, the\n"
             "                   beam scored again against F32 copies)\n"
             "  --limit N        the first N base vectors only\n"
+            "  --selectivity LIST  also filtered searches (comma-separated shares, e.g.\n"
+            "                   0.001,0.01,0.1,0.5): each vector has bucket = row %% 1000, a search\n"
+            "                   keeps bucket < share x 1000; the truth is the exact filtered search;\n"
+            "                   at --filter-ef (default 64)\n"
             "  --json           one JSON object on stdout\n");
 }
 
@@ -51,6 +55,8 @@ static float *read_f32(const char *path, int dim, int64_t *rows) {
 
 int cmd_bench_vector(int argc, char **argv) {
     const char *base = NULL, *queries = NULL, *truth = NULL, *efs = "10,16,24,32,48,64,96,128,192,256";
+    const char *sels = NULL;
+    long filter_ef = 64;
     long dim = 0, k = 10, M = 16, efc = 200, limit = 0;
     int storage = VEC_F32;
     bool rescore = false;
@@ -75,6 +81,8 @@ int cmd_bench_vector(int argc, char **argv) {
         else if (!strcmp(a, "--queries")) queries = v;
         else if (!strcmp(a, "--truth")) truth = v;
         else if (!strcmp(a, "--ef")) efs = v;
+        else if (!strcmp(a, "--selectivity")) sels = v;
+        else if (!strcmp(a, "--filter-ef")) ok = cli_parse_long(v, 1, 100000, &filter_ef);
         else if (!strcmp(a, "--dim")) ok = cli_parse_long(v, 1, 65536, &dim);
         else if (!strcmp(a, "--k")) ok = cli_parse_long(v, 1, 1000, &k);
         else if (!strcmp(a, "--M")) ok = cli_parse_long(v, 2, 256, &M);
@@ -123,7 +131,8 @@ int cmd_bench_vector(int argc, char **argv) {
     }
     int64_t t0 = clock_ns();
     for (int64_t i = 0; i < nb; i++) {
-        if (vec_add(s, (uint64_t)i, xb + (size_t)i * (size_t)dim, NULL, 0, &err)) {
+        struct vec_attr bucket = {"bucket", {.type = VEC_NUM, .num = (double)(i % 1000)}};
+        if (vec_add(s, (uint64_t)i, xb + (size_t)i * (size_t)dim, sels ? &bucket : NULL, sels ? 1 : 0, &err)) {
             fprintf(stderr, "kvik bench vector: vector %lld: %s\n", (long long)i, err.msg);
             return 1;
         }
@@ -159,7 +168,40 @@ int cmd_bench_vector(int argc, char **argv) {
         else printf("ef %4ld: %9.1f queries/s, recall@%ld %.4f\n", ef, nq / secs, k, recall);
         first = false;
     }
-    if (json) printf("]}\n");
+    if (json) printf("]%s", sels ? ",\"filtered\":[" : "");
+    first = true;
+    struct vec_hit *want = malloc((size_t)k * sizeof *want);
+    for (const char *p = sels; p && *p && want;) {
+        double share = strtod(p, (char **)&p);
+        if (*p == ',') p++;
+        if (!(share > 0 && share <= 1)) break;
+        struct vec_filter f = {.op = VEC_LT, .key = "bucket", .v = {.type = VEC_NUM, .num = share * 1000}};
+        struct vec_search ex = {.k = (int)k, .threshold = -INFINITY, .filter = &f, .exact = true};
+        struct vec_search hs = {.k = (int)k, .threshold = -INFINITY, .filter = &f, .ef = (int)filter_ef};
+        int64_t found = 0, total = 0;
+        double secs = 0;
+        for (int64_t i = 0; i < nq; i++) {
+            const float *q = xq + (size_t)i * (size_t)dim;
+            int nw = vec_search(s, q, &ex, want, &err);
+            int64_t q0 = clock_ns();
+            int n = vec_search(s, q, &hs, hits, &err);
+            secs += (clock_ns() - q0) * 1e-9;
+            for (int a = 0; a < nw; a++)
+                for (int b = 0; b < n; b++)
+                    if (want[a].id == hits[b].id) {
+                        found++;
+                        break;
+                    }
+            total += nw > 0 ? nw : 0;
+        }
+        double rec = total ? (double)found / (double)total : 1.0;
+        if (json) printf("%s{\"selectivity\":%g,\"qps\":%.1f,\"recall\":%.5f}", first ? "" : ",", share, nq / secs, rec);
+        else printf("selectivity %5.1f%%: %9.1f queries/s, recall@%ld %.4f (ef %ld)\n", 100 * share, nq / secs, k, rec,
+                    filter_ef);
+        first = false;
+    }
+    free(want);
+    if (json) printf("%s}\n", sels ? "]" : "");
     free(hits);
     vec_store_free(s);
     free(xb), free(xq), free(gt);
