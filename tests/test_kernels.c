@@ -1156,6 +1156,46 @@ TEST(gelu_mul_matches_double_and_ignores_cuts) {
     mem_free(g), mem_free(u), mem_free(a), mem_free(b);
 }
 
+/* gelu_erf of every table against 0.5 x (1 + erf(x / sqrt 2)) in double:
+ * within 1.5e-7 |x| plus a few ulp (the vector tables' erf is Abramowitz
+ * and Stegun's 7.1.26), 0 for x = 0, tiny and finite in the far negative
+ * tail; and the same bits whatever the runs are cut into. */
+TEST(gelu_erf_matches_double_and_ignores_cuts) {
+    enum { N = 4099 };
+    struct prng rng;
+    prng_seed(&rng, 79);
+    float *g = mem_alloc_aligned(sizeof(float) * N), *a = mem_alloc_aligned(sizeof(float) * N);
+    float *b = mem_alloc_aligned(sizeof(float) * N);
+    REQUIRE(g && a && b);
+    for (int i = 0; i < N; i++) {
+        double r = prng_uniform(&rng);
+        g[i] = i < 64 ? (float)(i - 32) * 0.25f : (float)((r - 0.5) * (i % 3 ? 12.0 : 100.0));
+    }
+    g[5] = 0.0f, g[6] = -0.0f, g[7] = 88.0f, g[8] = -88.0f, g[9] = 1e-30f, g[10] = -1e-30f;
+    for (int isa = 0; isa < TENSOR_ISA_COUNT; isa++) {
+        const struct tensor_kernels *k = tensor_kernels_get(isa);
+        if (!k) continue;
+        REQUIRE(k->gelu_erf);
+        memcpy(a, g, sizeof(float) * N);
+        k->gelu_erf(a, N);
+        int bad = 0;
+        for (int i = 0; i < N && bad < 5; i++) {
+            double x = g[i], want = 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+            double tol = 8 * FLT_EPSILON * fabs(want) + 1.6e-7 * fabs(x) + 1e-35;
+            if (!isfinite(a[i]) || fabs(a[i] - want) > tol) {
+                bad++;
+                CHECK_MSG(false, "%s gelu_erf(%g) = %.9g, want %.9g", k->name, x, a[i], want);
+            }
+        }
+        CHECK_MSG(a[5] == 0.0f && a[6] == 0.0f, "%s: gelu(0) is not 0", k->name);
+        memcpy(b, g, sizeof(float) * N);
+        for (int i = 0, len = 1; i < N; i += len, len = len * 3 % 37 + 1)
+            k->gelu_erf(b + i, i + len <= N ? len : N - i);
+        CHECK_MSG(!memcmp(a, b, sizeof(float) * N), "%s: gelu_erf depends on where its runs are cut", k->name);
+    }
+    mem_free(g), mem_free(a), mem_free(b);
+}
+
 /* argmax of every table against a plain first-maximum loop: random lengths
  * (below, at and past the vector width), many ties, NaN (also first),
  * infinities, signed zeros, all-NaN and all -inf rows. */

@@ -385,10 +385,7 @@ kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *id
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
         layer_norm(c->x, T, d, L->ln1_w, L->ln1_b, hp->eps);
         if ((st = linear(c, &L->up, L->bup, c->x, c->ff, T))) break;
-        for (int64_t i = 0; i < T * hp->n_ff; i++) {
-            float v = c->ff[i];
-            c->ff[i] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-        }
+        c->k->gelu_erf(c->ff, T * hp->n_ff);
         if ((st = linear(c, &L->down, L->bdown, c->ff, c->tmp, T))) break;
         for (int64_t i = 0; i < T * d; i++) c->x[i] += c->tmp[i];
         layer_norm(c->x, T, d, L->ln2_w, L->ln2_b, hp->eps);

@@ -52,6 +52,29 @@ static inline __m512 gelu_mul_ps512(__m512 x, __m512 u) {
 
 static void gelu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, gelu_mul_ps512); }
 
+/* gelu(x) = x (1 + erf(x / sqrt 2)) / 2 with erf by Abramowitz and Stegun
+ * 7.1.26 (|error| < 1.5e-7): for y = |x| / sqrt 2, t = 1 / (1 + p y),
+ * 1 - erf(y) = (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) e^-y^2 =: c, so
+ * gelu(x) = x (2 - c) / 2 for x >= 0 and x c / 2 below (no cancellation in
+ * the negative tail). The second argument is not read. */
+static inline __m512 gelu_erf_ps512(__m512 x, __m512 unused) {
+    (void)unused;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 y = _mm512_abs_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
+    __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), y, one));
+    __m512 p = _mm512_set1_ps(1.061405429f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+    __m512 c = _mm512_mul_ps(_mm512_mul_ps(p, t), exp_neg_ps512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(y, y))));
+    __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 f = _mm512_mask_mov_ps(_mm512_sub_ps(_mm512_set1_ps(2.0f), c), neg, c);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), f);
+}
+
+static void gelu_erf_x86(float *x, int64_t n) { glu_loop_x86(x, x, n, gelu_erf_ps512); }
+
 /* rope: eight pairs a vector. Even lanes x0 c - x1 s, odd lanes x1 c + x0 s
  * (the scalar x0 s + x1 c: the same two rounded products, added). */
 static void rope_x86(float *x, const float *cs, int64_t n) {
@@ -117,6 +140,25 @@ static inline __m256 gelu_mul_ps(__m256 x, __m256 u) {
 }
 
 static void gelu_mul_x86(float *gate, const float *up, int64_t n) { glu_loop_x86(gate, up, n, gelu_mul_ps); }
+
+/* gelu_erf_ps512 on 8 lanes. */
+static inline __m256 gelu_erf_ps(__m256 x, __m256 unused) {
+    (void)unused;
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    __m256 y = _mm256_andnot_ps(sign, _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), y, one));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    __m256 c = _mm256_mul_ps(_mm256_mul_ps(p, t), exp_neg_ps(_mm256_or_ps(_mm256_mul_ps(y, y), sign)));
+    __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    __m256 f = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), c), c, neg);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), f);
+}
+
+static void gelu_erf_x86(float *x, int64_t n) { glu_loop_x86(x, x, n, gelu_erf_ps); }
 
 #endif /* __AVX512F__ */
 

@@ -172,6 +172,9 @@ struct tensor_kernels {
      * x * sigmoid(z), z = 2 sqrt(2/pi) (x + 0.044715 x^3) (the same
      * function: (1 + tanh(z/2)) / 2 = sigmoid(z)); each value on its own */
     void (*gelu_mul)(float *gate, const float *up, int64_t n);
+    /* x[i] = x[i] (1 + erf(x[i] / sqrt 2)) / 2, BERT's GELU (the vector
+     * tables' erf within 1.5e-7 of the true one) */
+    void (*gelu_erf)(float *x, int64_t n);
     /* The first index of the largest of x[0..n) (n >= 1); a NaN is never
      * larger than anything (x[0] NaN counts as -inf), -0 equals +0. */
     int64_t (*argmax)(const float *x, int64_t n);

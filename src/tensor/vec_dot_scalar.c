@@ -280,6 +280,10 @@ static void gelu_mul_scalar(float *gate, const float *up, int64_t n) {
     }
 }
 
+static void gelu_erf_scalar(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
 static void rope_scalar(float *x, const float *cs, int64_t n) {
     for (int64_t i = 0; i + 1 < n; i += 2) {
         float c = cs[i], s = cs[i + 1], x0 = x[i], x1 = x[i + 1];
@@ -309,6 +313,7 @@ void tensor_kernels_init_scalar(struct tensor_kernels *k) {
     k->attn = attn_scalar;
     k->silu_mul = silu_mul_scalar;
     k->gelu_mul = gelu_mul_scalar;
+    k->gelu_erf = gelu_erf_scalar;
     k->argmax = argmax_scalar;
     k->rope = rope_scalar;
     k->vec_dot[TENSOR_TYPE_F32] = vec_dot_f32_scalar;

@@ -639,6 +639,7 @@ static void fill_x86_kernels(struct tensor_kernels *k) {
     k->attn = attn_x86;
     k->silu_mul = silu_mul_x86;
     k->gelu_mul = gelu_mul_x86;
+    k->gelu_erf = gelu_erf_x86;
 #ifdef __AVX512F__
     k->argmax = argmax_x86; /* AVX2 keeps the scalar table's (dispatch.c), and its rope */
     k->rope = rope_x86;
