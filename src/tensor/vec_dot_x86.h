@@ -265,8 +265,8 @@ TILE_INLINE void tile_q41_family(const bool five, const int R, const int C, cons
 enum float_kind { FLOAT_F32, FLOAT_F16, FLOAT_BF16 };
 
 /* Float weights (F32, F16, BF16) against F32 activations: one accumulator
- * of 8 lanes per (row, column) over the blocks of 8, its horizontal sum,
- * then the last n % 8 products one by one. */
+ * of 8 lanes (16 with AVX-512) per (row, column) over the blocks of 8
+ * (16), its horizontal sum, then the last products one by one. */
 TILE_INLINE __m256 float_load8(const enum float_kind kind, const void *row, int64_t i) {
     if (kind == FLOAT_F16) return load_f16x8((const uint16_t *)row + i);
     if (kind == FLOAT_BF16) return load_bf16x8((const uint16_t *)row + i);
@@ -279,6 +279,51 @@ TILE_INLINE float float_at(const enum float_kind kind, const void *row, int64_t 
     return ((const float *)row)[i];
 }
 
+#ifdef __AVX512F__
+/* With AVX-512: 16 lanes per accumulator, blocks of 16, the last n % 16
+ * products one by one. */
+TILE_INLINE __m512 float_load16(const enum float_kind kind, const void *row, int64_t i) {
+    if (kind == FLOAT_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i)));
+    if (kind == FLOAT_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i))), 16));
+    return _mm512_loadu_ps((const float *)row + i);
+}
+
+TILE_INLINE void tile_float(const enum float_kind kind, const int R, const int C, const int pf, int64_t n,
+                            float *restrict s, size_t ss, const void *restrict vx, size_t xs, const void *restrict vy,
+                            size_t ys) {
+    __m512 acc[TILE_MAX][TILE_MAX];
+    const size_t esz = kind == FLOAT_F32 ? 4 : 2;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 y[TILE_MAX];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) y[c] = _mm512_loadu_ps((const float *)((const uint8_t *)vy + (size_t)c * ys) + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xr = (const uint8_t *)vx + (size_t)r * xs;
+            if (pf != PF_NONE && (i & 31) == 0) tile_prefetch(xr + (size_t)i * esz, 32 * esz, 2 * xs, pf);
+            __m512 x = float_load16(kind, xr, i);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(x, y[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            float sum = _mm512_reduce_add_ps(acc[r][c]);
+            const float *yc = (const float *)((const uint8_t *)vy + (size_t)c * ys);
+            for (int64_t j = i; j < n; j++) sum += float_at(kind, (const uint8_t *)vx + (size_t)r * xs, j) * yc[j];
+            s[(size_t)c * ss + r] = sum;
+        }
+}
+#else
 TILE_INLINE void tile_float(const enum float_kind kind, const int R, const int C, const int pf, int64_t n,
                             float *restrict s, size_t ss, const void *restrict vx, size_t xs, const void *restrict vy,
                             size_t ys) {
@@ -312,6 +357,7 @@ TILE_INLINE void tile_float(const enum float_kind kind, const int R, const int C
             s[(size_t)c * ss + r] = sum;
         }
 }
+#endif
 
 /* The three instances of each type. */
 #define TILE_INSTANCES(name, call)                                                                      \
