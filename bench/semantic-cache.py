@@ -20,8 +20,9 @@ and the curves give, over the hits,
   recall       of the pairs labelled same, the fraction that hit
   false hits   1 - precision: of the answers served from the cache, the
                fraction that answer another question.
-The default threshold is the lowest whose false hits stay at or under
---max-false (1%) with the guard; the recall it leaves is printed. Only the
+It prints the range of thresholds whose false hits stay at or under
+--max-false (1%) with the guard at the best recall that allows, and the
+precision and recall at the server's default (--default, 0.80). Only the
 Python standard library is used.
 """
 
@@ -113,6 +114,8 @@ def main():
     ap.add_argument("--url", required=True)
     ap.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""))
     ap.add_argument("--max-false", type=float, default=0.01)
+    ap.add_argument("--default", type=float, default=0.80,
+                    help="the server's default threshold, drawn and reported (SERVER_SEMCACHE_THRESHOLD)")
     ap.add_argument("--svg")
     ap.add_argument("--json")
     ap.add_argument("--markdown", action="store_true")
@@ -126,10 +129,12 @@ def main():
     same = [bool(p["same"]) for p in pairs]
     plain, guarded = curve(cos, same), curve(cos, same, words)
     ok = [p for p in guarded if 1 - p[1] <= args.max_false and p[3] > 0]
-    chosen = max(ok, key=lambda p: (p[2], -p[0])) if ok else guarded[-1]
-    # the lowest threshold that keeps that recall
-    chosen = min((p for p in ok if p[2] == chosen[2]), key=lambda p: p[0]) if ok else chosen
-    t = chosen[0]
+    best = max(ok, key=lambda p: (p[2], -p[0])) if ok else guarded[-1]
+    # the thresholds that keep that recall within the bound: [lo, hi]
+    keep = [p for p in ok if p[2] == best[2]]
+    lo, hi = (min(p[0] for p in keep), max(p[0] for p in keep)) if keep else (best[0], best[0])
+    t = args.default
+    chosen = next((q for q in guarded if q[0] >= t), guarded[-1])
     n = len(pairs)
     kinds = sorted({p["kind"] for p in pairs})
     per_kind = {}
@@ -141,13 +146,15 @@ def main():
                        "hit_cosine_alone": sum(1 for i in idx if cos[i] >= t),
                        "hit_kvik": sum(1 for i in idx if cos[i] >= t and words[i])}
     best_plain = max(plain, key=lambda p: p[1])
-    res = {"threshold": t, "precision": chosen[1], "recall": chosen[2], "false_hits": 1 - chosen[1],
+    res = {"threshold": t, "range_lo": lo, "range_hi": hi, "precision": chosen[1], "recall": chosen[2],
+           "false_hits": 1 - chosen[1],
            "max_false": args.max_false, "pairs": n, "kinds": per_kind,
            "cosine_alone_best_precision": best_plain[1], "cosine_alone_best_precision_at": best_plain[0],
            "curve_cosine_alone": [{"threshold": p[0], "precision": p[1], "recall": p[2]} for p in plain],
            "curve_kvik": [{"threshold": p[0], "precision": p[1], "recall": p[2]} for p in guarded]}
-    print(f"kvik: threshold {t:.4f}: precision {chosen[1]:.4f}, recall {chosen[2]:.4f} "
-          f"(false hits {100 * (1 - chosen[1]):.2f}% <= {100 * args.max_false:.0f}%)", file=sys.stderr)
+    print(f"kvik: thresholds {lo:.4f} to {hi:.4f} keep false hits <= {100 * args.max_false:.0f}% at the best "
+          f"recall, {best[2]:.4f}; at the default {t:.2f}: precision {chosen[1]:.4f}, recall {chosen[2]:.4f}",
+          file=sys.stderr)
     print(f"cosine alone: best precision {best_plain[1]:.3f} (at {best_plain[0]:.4f}, recall {best_plain[2]:.3f})",
           file=sys.stderr)
     if args.svg:
