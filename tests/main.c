@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -155,6 +156,13 @@ int test_run_kvik(const char *args, char *out, size_t out_len, char *errbuf, siz
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Wall-clock seconds (the runner prints how long a test over a second took). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static bool selected(const char *name, int argc, char **argv) {
     if (argc < 2) return true;
     for (int i = 1; i < argc; i++)
@@ -169,15 +177,19 @@ int main(int argc, char **argv) {
         if (!selected(tc->name, argc, argv)) continue;
         g_cur_failures = 0;
         g_cur_skip = NULL;
+        double t0 = now_s();
         tc->fn();
+        char took[32] = "";
+        double dt = now_s() - t0;
+        if (dt >= 1.0) snprintf(took, sizeof took, " [%.0f s]", dt);
         if (g_cur_failures) {
-            printf("FAIL %s\n", tc->name);
+            printf("FAIL %s%s\n", tc->name, took);
             failed++;
         } else if (g_cur_skip) {
-            printf("skip %s (%s)\n", tc->name, g_cur_skip);
+            printf("skip %s (%s)%s\n", tc->name, g_cur_skip, took);
             skipped++;
         } else {
-            printf("ok   %s\n", tc->name);
+            printf("ok   %s%s\n", tc->name, took);
             passed++;
         }
     }

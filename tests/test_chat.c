@@ -436,9 +436,15 @@ TEST(chat_detect_gguf_fallbacks) {
     CHECK_EQ_INT(detect_in_memory("gemma3", "{{'<|im_start|>' + m + '<|im_end|>'}}", false, &fmt, &err),
                  KVIK_OK);
     CHECK_EQ_INT(fmt.tmpl, CHAT_TEMPLATE_CHATML);
-    CHECK(!fmt.by_architecture);
+    CHECK(!fmt.by_architecture && fmt.jinja != NULL);
     chat_format_free(&fmt);
-    CHECK_EQ_INT(detect_in_memory("gemma3", "{{ unknown }}", false, &fmt, &err), KVIK_ERR_UNSUPPORTED);
+    CHECK(fmt.jinja == NULL);
+    /* a template no family matches is run by the Jinja engine; one that
+     * does not compile falls back to the recogniser, which refuses it */
+    CHECK_EQ_INT(detect_in_memory("gemma3", "{{ unknown }}", false, &fmt, &err), KVIK_OK);
+    CHECK(fmt.jinja != NULL && !fmt.by_architecture);
+    chat_format_free(&fmt);
+    CHECK_EQ_INT(detect_in_memory("gemma3", "{% if %}", false, &fmt, &err), KVIK_ERR_UNSUPPORTED);
     CHECK_EQ_INT(detect_in_memory("gemma3", "x", true, &fmt, &err), KVIK_ERR_FORMAT);
     CHECK_EQ_INT(chat_detect_gguf(NULL, &fmt, &err), KVIK_ERR_INVALID_ARG);
 }

@@ -42,6 +42,22 @@ size_t utf8_valid_seq(const uint8_t *p, size_t n);
 /* Writes cp (<= U+10FFFF) as UTF-8 into out[4]; returns the byte count (1-4). */
 int utf8_encode(uint32_t cp, uint8_t *out);
 
+/* ---- growing strings -------------------------------------------------- */
+
+/* A byte string that grows: p holds n bytes and a NUL (p is NULL until the
+ * first put). After a failed growth oom is set and later puts do nothing;
+ * the caller frees p. */
+struct strbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+void strbuf_put(struct strbuf *b, const char *s, size_t n);
+void strbuf_puts(struct strbuf *b, const char *s);
+/* s (NUL-terminated) as a JSON string: quoted, '"', '\\' and control
+ * characters escaped. */
+void strbuf_json(struct strbuf *b, const char *s);
+
 /* ---- logging --------------------------------------------------------- */
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };

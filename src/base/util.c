@@ -1,5 +1,5 @@
 /*
- * util.c — errors, logging, clock, aligned memory, peak RSS and the
+ * util.c — errors, logging, clock, aligned memory, growing strings, peak RSS and the
  * version/status strings of the public API.
  */
 #include <stdarg.h>
@@ -182,4 +182,45 @@ int utf8_encode(uint32_t cp, uint8_t *out) {
     out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
     out[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
+}
+
+/* ---- growing strings -------------------------------------------------- */
+
+void strbuf_put(struct strbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+void strbuf_puts(struct strbuf *b, const char *s) { strbuf_put(b, s, strlen(s)); }
+
+void strbuf_json(struct strbuf *b, const char *s) {
+    strbuf_put(b, "\"", 1);
+    size_t run = 0, i = 0;
+    for (; s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[8];
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            esc[2] = 0;
+        } else if (ch < 0x20) snprintf(esc, sizeof esc, "\\u%04x", ch);
+        else continue;
+        strbuf_put(b, s + run, i - run);
+        strbuf_puts(b, esc);
+        run = i + 1;
+    }
+    strbuf_put(b, s + run, i - run);
+    strbuf_put(b, "\"", 1);
 }

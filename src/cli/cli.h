@@ -30,6 +30,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv); /* argv[1] is "tokenizer" */

@@ -25,6 +25,7 @@ static void usage(FILE *f) {
             "  bench kernels [-t N] [--json]  memory bandwidth and kernel throughput\n"
             "  synth --shape NAME --type TYPE -o FILE  random-weight GGUF of a real model shape\n"
             "  tokenize -m MODEL -p TEXT   text to token ids (kvik tokenize --help)\n"
+            "  template -m MODEL --messages F  the chat template rendered (kvik template --help)\n"
             "  detokenize -m MODEL ID...   token ids to text\n"
             "  bench tokenizer -f CORPUS   tokenizer speed against Hugging Face tokenizers\n"
             "  serve [-m MODEL] [--port N] OpenAI-compatible HTTP server (kvik serve --help)\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "template")) return cmd_template(argc - 1, argv + 1);
     if (!strcmp(cmd, "detokenize")) return cmd_detokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "vocab-import")) return cmd_vocab_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);

@@ -4,9 +4,13 @@
  * reference template each renderer reproduces).
  */
 #include "tokenizer/chat.h"
+#include "gguf/gguf.h"
+#include "template/jinja.h"
 #include "tokenizer/tokenizer_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static const char *const family_names[CHAT_TEMPLATE_COUNT] = {
     [CHAT_TEMPLATE_CHATML] = "chatml",   [CHAT_TEMPLATE_LLAMA3] = "llama3",
@@ -167,6 +171,21 @@ static const struct {
     {"gemma3", CHAT_TEMPLATE_GEMMA},
 };
 
+/* The text of token id key's value in g's vocabulary (malloc'd), or NULL. */
+static char *token_text(const struct gguf *g, const char *key) {
+    uint32_t id;
+    const struct gguf_value *toks;
+    struct gguf_value v;
+    if (gguf_get_u32(g, key, &id, NULL) || gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks, NULL) ||
+        !gguf_arr_elem(toks, id, &v) || v.type != GGUF_TYPE_STRING)
+        return NULL;
+    char *s = malloc(v.n + 1);
+    if (!s) return NULL;
+    memcpy(s, v.p, v.n);
+    s[v.n] = 0;
+    return s;
+}
+
 kvik_status chat_detect_gguf(const struct gguf *g, struct chat_format *out, struct kvik_err *err) {
     if (!g || !out) return err_set(err, KVIK_ERR_INVALID_ARG, "chat template: file is NULL");
     *out = (struct chat_format){0};
@@ -176,6 +195,21 @@ kvik_status chat_detect_gguf(const struct gguf *g, struct chat_format *out, stru
         if (!text) return err_set(err, KVIK_ERR_NOMEM, "chat template: out of memory");
         memcpy(text, t.ptr, t.len);
         text[t.len] = 0;
+        struct jinja_template *jt = NULL;
+        struct kvik_err jerr = {0};
+        if (jinja_compile(text, t.len, "chat template", &jt, &jerr) == KVIK_OK) {
+            struct kvik_err ignored;
+            if (chat_detect(text, out, &ignored) != KVIK_OK) *out = (struct chat_format){0};
+            out->approximate = false;
+            out->jinja = jt;
+            out->eos_text = token_text(g, "tokenizer.ggml.eos_token_id");
+            free(text);
+            return KVIK_OK;
+        }
+        if (jerr.code == KVIK_ERR_NOMEM) {
+            free(text);
+            return err_set(err, KVIK_ERR_NOMEM, "chat template: out of memory");
+        }
         kvik_status st = chat_detect(text, out, err);
         free(text);
         return st;
@@ -200,6 +234,10 @@ void chat_format_free(struct chat_format *f) {
     if (!f) return;
     free(f->default_system);
     f->default_system = NULL;
+    jinja_free(f->jinja);
+    f->jinja = NULL;
+    free(f->eos_text);
+    f->eos_text = NULL;
 }
 
 /* ---- rendering -------------------------------------------------------- */
@@ -451,10 +489,79 @@ kvik_status chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t
     return render(t, NULL, msgs, n, add_generation_prompt, out, cap, needed, NULL, 0, NULL, err);
 }
 
+/* ---- the model's own template (Jinja) ------------------------------------ */
+
+/* Renders with f->jinja into out: the text and the spans the template
+ * wrote (the complement of the rendering's data). */
+static kvik_status render_jinja(const struct chat_format *f, const struct chat_msg *msgs, size_t n, bool gen,
+                                struct chat_rendering *out, struct kvik_err *err) {
+    struct strbuf b = {0};
+    strbuf_puts(&b, "{\"messages\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            free(b.p);
+            return err_set(err, KVIK_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
+        }
+        if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") && strcmp(msgs[i].role, "assistant") &&
+            strcmp(msgs[i].role, "tool")) {
+            free(b.p);
+            return err_set(err, KVIK_ERR_INVALID_ARG, "chat: message %zu: unknown role '%.40s'", i, msgs[i].role);
+        }
+        strbuf_puts(&b, i ? ",{\"role\":" : "{\"role\":");
+        strbuf_json(&b, msgs[i].role);
+        strbuf_puts(&b, ",\"content\":");
+        strbuf_json(&b, msgs[i].content);
+        strbuf_puts(&b, "}");
+    }
+    const char *tail = gen ? "],\"tools\":null,\"add_generation_prompt\":true}"
+                           : "],\"tools\":null,\"add_generation_prompt\":false}";
+    strbuf_puts(&b, tail);
+    if (b.oom) {
+        free(b.p);
+        return err_set(err, KVIK_ERR_NOMEM, "chat: out of memory");
+    }
+    struct jinja_input in = {b.p, b.n, "", f->eos_text, (int64_t)time(NULL)};
+    struct jinja_output o;
+    kvik_status st = jinja_render(f->jinja, &in, &o, err);
+    free(b.p);
+    if (st == KVIK_ERR_FORMAT) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        return err_set(err, KVIK_ERR_INVALID_ARG, "chat: the model's template refuses the conversation: %s", msg);
+    }
+    if (st) return st;
+    out->spans = malloc((o.n_data + 1) * sizeof *out->spans);
+    if (!out->spans) {
+        jinja_output_free(&o);
+        return err_set(err, KVIK_ERR_NOMEM, "chat: out of memory");
+    }
+    size_t at = 0;
+    for (size_t i = 0; i <= o.n_data; i++) {
+        size_t end = i < o.n_data ? o.data[i].begin : o.len;
+        if (end > at) out->spans[out->n_spans++] = (struct tok_span){at, end - at};
+        if (i < o.n_data) at = o.data[i].end;
+    }
+    out->text = o.text;
+    out->len = o.len;
+    free(o.data);
+    return KVIK_OK;
+}
+
 kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg *msgs,
                               size_t n, bool add_generation_prompt, char *out, size_t cap,
                               size_t *needed, struct kvik_err *err) {
     if (!f) return err_set(err, KVIK_ERR_INVALID_ARG, "chat: format is NULL");
+    if (f->jinja) {
+        if (needed) *needed = 0;
+        struct chat_rendering r = {0};
+        kvik_status st = render_jinja(f, msgs, n, add_generation_prompt, &r, err);
+        if (st) return st;
+        if (needed) *needed = r.len;
+        if (out && r.len < cap) memcpy(out, r.text, r.len + 1);
+        else if (out || cap) st = err_set(err, KVIK_ERR_INVALID_ARG, "chat: buffer too small");
+        chat_rendering_free(&r);
+        return st;
+    }
     return render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, out, cap, needed,
                   NULL, 0, NULL, err);
 }
@@ -464,6 +571,7 @@ kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg
                               struct kvik_err *err) {
     *out = (struct chat_rendering){0};
     if (!f) return err_set(err, KVIK_ERR_INVALID_ARG, "chat: format is NULL");
+    if (f->jinja) return render_jinja(f, msgs, n, add_generation_prompt, out, err);
     size_t needed = 0, n_spans = 0;
     kvik_status st = render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, NULL, 0,
                             &needed, NULL, 0, &n_spans, err);

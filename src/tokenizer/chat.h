@@ -3,9 +3,17 @@
  * the prompt text a chat model was trained on.
  *
  * GGUF files carry the Hugging Face Jinja template in tokenizer.chat_template.
- * kvik does not run Jinja; it recognises the template's family by distinctive
- * markers and renders that family in C. Each family reproduces, byte for
- * byte, one reference template (the exact texts are in
+ * chat_detect_gguf compiles it with the Jinja engine (template/jinja.h) and
+ * that renders: messages (role and content), tools none, add_generation_prompt,
+ * bos_token "" (see BOS below) and eos_token the EOS token's text; an error
+ * the template raises is KVIK_ERR_INVALID_ARG. Message contents are data:
+ * the rendering marks the bytes the template wrote itself.
+ *
+ * The family recogniser below is the fallback, for files without a template
+ * (or one the engine cannot compile) and for a family named by the user: it
+ * recognises the template's family by distinctive markers and renders that
+ * family in C. Each family reproduces, byte for byte, one reference
+ * template (the exact texts are in
  * scripts/gen_chat_golden.py; tests/data/chat/ holds Jinja2's renderings):
  *
  *   chatml   generic ChatML ("<|im_start|>role\ncontent<|im_end|>\n"), plus
@@ -67,6 +75,8 @@ struct chat_msg {
 };
 
 /* A recognised template: the family plus per-model details. */
+struct jinja_template;
+
 struct chat_format {
     enum chat_template tmpl;
     char *default_system; // NULL, or (owned) the system prompt the template injects
@@ -76,6 +86,10 @@ struct chat_format {
                           // family's base form, not byte-exact; callers may warn
     bool by_architecture; // the file has no template: the family its
                           // general.architecture implies (chat_detect_gguf)
+    struct jinja_template *jinja; // owned: the file's own template, compiled
+                                  // (chat_detect_gguf); when set it renders, and
+                                  // tmpl is only what the family recogniser saw
+    char *eos_text;               // owned: eos_token's text for jinja, or NULL
 };
 
 /* "chatml", "llama3", "gemma", "mistral", "phi3"; "?" out of range. */

@@ -559,19 +559,21 @@ static struct vec_store *build(const struct sect_ref *sect, const struct meta *m
         err_set(err, KVIK_ERR_NOMEM, "vector store: out of memory");
         return NULL;
     }
-    memset(s->attrs, 0, n * sizeof *s->attrs);
-    memset(s->upper, 0, n * sizeof *s->upper);
-    s->n = (int64_t)n; /* every node's owned parts are NULL: freeing is safe from here */
-    memcpy(s->rows, sect[S_ROWS].p, n * s->row_bytes);
-    if (mt->cfg.storage == VEC_I8) {
-        memcpy(s->scales, sect[S_SCAL].p, n * sizeof *s->scales);
-        for (size_t i = 0; i < n; i++)
-            s->sums[i] = vec_row_sum((const int8_t *)s->rows + i * s->row_bytes, mt->cfg.dim);
+    s->n = (int64_t)n;
+    if (n > 0) { /* an empty store's arrays may be NULL */
+        memset(s->attrs, 0, n * sizeof *s->attrs);
+        memset(s->upper, 0, n * sizeof *s->upper); /* every node's owned parts are NULL: freeing is safe */
+        memcpy(s->rows, sect[S_ROWS].p, n * s->row_bytes);
+        if (mt->cfg.storage == VEC_I8) {
+            memcpy(s->scales, sect[S_SCAL].p, n * sizeof *s->scales);
+            for (size_t i = 0; i < n; i++)
+                s->sums[i] = vec_row_sum((const int8_t *)s->rows + i * s->row_bytes, mt->cfg.dim);
+        }
+        if (mt->cfg.rescore) memcpy(s->exact, sect[S_EXAC].p, n * (size_t)mt->cfg.dim * sizeof *s->exact);
+        memcpy(s->ext, sect[S_IDS].p, n * sizeof *s->ext);
+        memcpy(s->level, sect[S_LEVL].p, n);
+        memcpy(s->links0, sect[S_LNK0].p, n * (size_t)(1 + 2 * mt->cfg.M) * sizeof *s->links0);
     }
-    if (mt->cfg.rescore) memcpy(s->exact, sect[S_EXAC].p, n * (size_t)mt->cfg.dim * sizeof *s->exact);
-    memcpy(s->ext, sect[S_IDS].p, n * sizeof *s->ext);
-    memcpy(s->level, sect[S_LEVL].p, n);
-    memcpy(s->links0, sect[S_LNK0].p, n * (size_t)(1 + 2 * mt->cfg.M) * sizeof *s->links0);
     kvik_status st = KVIK_OK;
     const uint8_t *lu = sect[S_LNKU].p;
     for (size_t i = 0; !st && i < n; i++) {
