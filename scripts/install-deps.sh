@@ -8,7 +8,7 @@
 # present: promtool from the prometheus package to check /metrics, python3
 # with venv for the OpenAI-client test of `kvik serve`, the Unicode
 # Character Database's NormalizationTest.txt from unicode-data, bzip2 to
-# read it), peer (cmake and g++, to build llama.cpp's tools from the
+# read it, chromium and chromium-driver for the chat page's browser test), peer (cmake and g++, to build llama.cpp's tools from the
 # llama-cpp-python sdist: bench/build-llama.sh).
 #
 # --check: install nothing; name the missing packages on stderr and exit 1
@@ -35,6 +35,8 @@ for p in "$@"; do
       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
       ls /usr/share/unicode/NormalizationTest.txt* >/dev/null 2>&1 || need+=(unicode-data)
       have_cmd bzcat || need+=(bzip2)
+      have_cmd chromium || need+=(chromium)
+      have_cmd chromedriver || need+=(chromium-driver)
       ;;
     fuzz)
       have_cmd clang || need+=(clang)

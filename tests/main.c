@@ -74,6 +74,15 @@ static bool too_large_for_quick(int64_t size) {
     return true;
 }
 
+bool test_repo_root(char *buf, size_t len) {
+    const char *data = test_env("KVIK_TEST_DATA");
+    size_t n = strlen(data);
+    if (n < 11 || strcmp(data + n - 11, "/tests/data") || n - 11 >= len) return false;
+    memcpy(buf, data, n - 11);
+    buf[n - 11] = 0;
+    return true;
+}
+
 const char *test_default_model(char *buf, size_t len) {
     return cached_model("SmolLM2-135M-Instruct.Q4_1.gguf", buf, len,
                         "default model not cached; run `make model`");
@@ -132,6 +141,15 @@ char *test_slurp(const char *path, size_t *len) {
     buf[n] = 0;
     *len = (size_t)n;
     return buf;
+}
+
+int test_run_cmd(const char *cmd, char *out, size_t len) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 int test_run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len) {

@@ -858,16 +858,6 @@ TEST(serve_1000_requests_leave_kv_cache_empty) {
 
 /* ---- the official OpenAI Python client ---------------------------------- */
 
-/* The repository root: KVIK_TEST_DATA is ROOT/tests/data. */
-static bool repo_root(char *buf, size_t cap) {
-    const char *data = test_env("KVIK_TEST_DATA");
-    const char *tail = strstr(data, "/tests/data");
-    if (!tail || (size_t)(tail - data) >= cap) return false;
-    memcpy(buf, data, (size_t)(tail - data));
-    buf[tail - data] = 0;
-    return true;
-}
-
 /* The python of the pinned venv that scripts/SCRIPT builds (once, then
  * cached) into python; false with the test skipped (no python or no PyPI:
  * exit 77) or failed. */
@@ -929,7 +919,7 @@ static void run_client_script(const char *cmd, const char *what) {
 
 TEST(serve_openai_python_client) {
     char root[1024];
-    if (!repo_root(root, sizeof root)) {
+    if (!test_repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
@@ -949,7 +939,7 @@ TEST(serve_openai_python_client) {
  * (tests/serve/openai_embeddings_test.py). */
 TEST(serve_openai_embeddings_client) {
     char root[1024], model[4096], args[4200];
-    if (!repo_root(root, sizeof root)) {
+    if (!test_repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
@@ -971,7 +961,7 @@ TEST(serve_openai_embeddings_client) {
  * its accuracy the one they give (tests/serve/lm_eval_test.py). */
 TEST(serve_lm_eval_harness) {
     char root[1024], python[1024] = "", cmd[4400];
-    if (!repo_root(root, sizeof root)) {
+    if (!test_repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
@@ -997,7 +987,7 @@ TEST(serve_golden_openai_client) {
                   {"gemma3-270m", "golden-gemma3-270m"},
                   {"qwen2.5-coder-1.5b", "golden-qwen2.5-coder-1.5b"}};
     char root[1024], python[1024] = "";
-    if (!repo_root(root, sizeof root)) {
+    if (!test_repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }

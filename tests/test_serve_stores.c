@@ -18,15 +18,6 @@
 #include "serve_harness.h"
 #include "test.h"
 
-static bool repo_root(char *buf, size_t len) {
-    const char *data = test_env("KVIK_TEST_DATA");
-    size_t n = strlen(data);
-    if (n < 11 || strcmp(data + n - 11, "/tests/data") || n - 11 >= len) return false;
-    memcpy(buf, data, n - 11);
-    buf[n - 11] = 0;
-    return true;
-}
-
 static bool start_minilm(struct serve_proc *s, const char *dir, const char *extra) {
     char model[4096], args[8400];
     if (!test_cached_model("all-MiniLM-L6-v2-F16.gguf", model, sizeof model)) return false;
@@ -49,7 +40,7 @@ static const char *field(const char *body, const char *name) {
 
 TEST(serve_stores_openai_client) {
     char root[1024], python[1024] = "", cmd[4096];
-    if (!repo_root(root, sizeof root)) {
+    if (!test_repo_root(root, sizeof root)) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
@@ -70,13 +61,8 @@ TEST(serve_stores_openai_client) {
              "'%s' '%s/tests/serve/openai_vector_stores_test.py' --base-url http://127.0.0.1:%d/v1 --api-key k1 "
              "--other-key k2 2>&1",
              python, root, s.port);
-    p = popen(cmd, "r");
-    REQUIRE(p);
     static char out[1 << 16];
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !strstr(out, " 0 failed")) {
+    if (test_run_cmd(cmd, out, sizeof out) != 0 || !strstr(out, " 0 failed")) {
         printf("%s", out);
         test_fail(__FILE__, __LINE__, "openai_vector_stores_test.py failed");
     }

@@ -4,6 +4,7 @@
  * disconnects, start-up and graceful shutdown.
  *
  * Routes:
+ *   GET  /                       the chat page (page.h; it asks for the API key itself)
  *   GET  /health                 200 {"status":"ok"}, 503 while loading or draining
  *   GET  /metrics                Prometheus text (metrics.c; kvik_server_ready 0 while loading)
  *   GET  /v1/models[/{id}]       the served model
@@ -17,7 +18,7 @@
  *                                embedding model), each API key its own tenant
  *   POST /v1/rerank, /rerank     relevance of documents to a query (the chat model judging,
  *                                engine/rerank.h), in the shape of llama.cpp's and Jina's
- * With an API key, every route but /health and /metrics needs
+ * With an API key, every route but /, /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
  * answer 503 with an OpenAI error object and Retry-After while the model
@@ -52,6 +53,7 @@
 #include "server/http_check.h"
 #include "server/job.h"
 #include "server/metrics.h"
+#include "server/page.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/semantic.h"
@@ -99,6 +101,7 @@ struct server {
 
 enum route {
     ROUTE_NONE,
+    ROUTE_PAGE,
     ROUTE_HEALTH,
     ROUTE_METRICS,
     ROUTE_MODELS,
@@ -959,6 +962,13 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
     return reply(s, conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body, len, false);
 }
 
+static enum MHD_Result handle_page(struct server *s, struct MHD_Connection *conn) {
+    char *body = malloc(kvik_chat_page_len);
+    if (!body) return reply(s, conn, 500, NULL, NULL, 0, false);
+    memcpy(body, kvik_chat_page, kvik_chat_page_len);
+    return reply(s, conn, MHD_HTTP_OK, "text/html; charset=utf-8", body, kvik_chat_page_len, false);
+}
+
 static enum MHD_Result handle_health(struct server *s, struct MHD_Connection *conn) {
     int state = atomic_load(&s->state);
     const char *status = state == SRV_READY ? "ok" : state == SRV_LOADING ? "loading" : "draining";
@@ -1005,6 +1015,7 @@ struct route_def {
 };
 
 static const struct route_def routes[] = {
+    {"/", false, "GET", ROUTE_PAGE, false, false},
     {"/health", false, "GET", ROUTE_HEALTH, false, false},
     {"/metrics", false, "GET", ROUTE_METRICS, false, false},
     {"/v1/models", false, "GET", ROUTE_MODELS, true, true},
@@ -1156,6 +1167,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (cs->body.failed) return reply(s, conn, 500, NULL, NULL, 0, false);
     if (cs->needs_model && atomic_load(&s->state) != SRV_READY) return reply_unavailable(s, conn);
     switch (cs->route) {
+    case ROUTE_PAGE: return handle_page(s, conn);
     case ROUTE_HEALTH: return handle_health(s, conn);
     case ROUTE_METRICS: return handle_metrics(s, conn);
     case ROUTE_MODELS:
