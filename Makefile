@@ -93,7 +93,7 @@ SERVER_SRC := $(sort $(wildcard src/server/*.c))
 LOADGEN_PURE_SRC := src/tools/loadgen/sse.c src/tools/loadgen/prom.c src/tools/loadgen/dataset.c \
 	src/tools/loadgen/arrival.c
 SERVER_PURE_SRC := src/server/request.c src/server/stop.c src/server/http_check.c src/server/multipart.c \
-	src/server/stores.c
+	src/server/stores.c src/server/toolcall.c
 TEST_SRC := $(sort $(wildcard tests/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/*.c))
 
