@@ -233,7 +233,7 @@ fixtures:
 	@scripts/fetch-fixtures.sh
 
 asan:
-	KVIK_TEST_QUICK=1 $(MAKE) BUILD=build/asan SAN=1 OPT=-O1 test
+	KVIK_TEST_QUICK=1 $(MAKE) BUILD=build/asan SAN=1 OPT=-O2 test
 
 # ---- fuzzing (clang + libFuzzer) ----
 FUZZ_CC ?= clang

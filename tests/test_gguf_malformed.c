@@ -33,7 +33,8 @@ static void cut(struct raw *r) {
 }
 
 static void put(struct raw *r, const void *p, size_t n) {
-    if (r->len + n > sizeof r->p) n = sizeof r->p - r->len;
+    if (r->len >= sizeof r->p) return;
+    if (n > sizeof r->p - r->len) n = sizeof r->p - r->len;
     memcpy(r->p + r->len, p, n);
     r->len += n;
 }
