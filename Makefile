@@ -257,7 +257,8 @@ fuzz-run: fuzz
 	@for f in $(FUZZ_BINS); do \
 	  n=$$(basename $$f); mkdir -p fuzz-corpus/$$n; \
 	  echo "fuzzing $$n for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz-corpus/$$n tests/fuzz/seeds/$$n || exit 1; \
+	  d=; [ -f tests/fuzz/$$n.dict ] && d=-dict=tests/fuzz/$$n.dict; \
+	  $$f $$d -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz-corpus/$$n tests/fuzz/seeds/$$n || exit 1; \
 	done
 
 # ---- install ----

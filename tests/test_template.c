@@ -317,3 +317,35 @@ TEST(template_errors_are_clean) {
     CHECK(render("{{ raise_exception('boom') if false }}ok", "{}", &o, &err));
     jinja_output_free(&o);
 }
+
+/* Nesting that would overflow the stack fails cleanly instead. */
+TEST(template_deep_nesting_fails_cleanly) {
+    size_t n = 300000;
+    char *src = malloc(8 * n + 64);
+    REQUIRE(src);
+    static const char *const kinds[] = {"1 + ", "not ", "1 if x else ", "(", "x|string|"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t len = 0;
+        len += (size_t)sprintf(src + len, "{{ ");
+        size_t reps = k == 3 ? 5000 : n / 4;
+        for (size_t i = 0; i < reps; i++) len += (size_t)sprintf(src + len, "%s", kinds[k]);
+        len += (size_t)sprintf(src + len, k == 4 ? "trim }}" : "1 }}");
+        struct jinja_template *t = NULL;
+        struct kvik_err err = {0};
+        kvik_status st = jinja_compile(src, len, "t", &t, &err);
+        if (st == KVIK_OK) {
+            struct jinja_input in = {"{}", 2, NULL, NULL, NOW};
+            struct jinja_output o;
+            st = jinja_render(t, &in, &o, &err);
+            jinja_output_free(&o);
+            jinja_free(t);
+        }
+        CHECK_MSG(st == KVIK_ERR_FORMAT && strstr(err.msg, "deep"), "%s: %d %s", kinds[k], st, err.msg);
+    }
+    /* a namespace holding itself prints as an error, not a crash */
+    struct jinja_output o;
+    struct kvik_err err = {0};
+    CHECK(!render("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}", "{}", &o, &err));
+    CHECK(strstr(err.msg, "nested") != NULL);
+    free(src);
+}

@@ -19,6 +19,7 @@
 #define MAX_STEPS 2000000ull
 #define MAX_OUTPUT (256u << 20)
 #define MAX_CALL_DEPTH 100
+#define MAX_EVAL_DEPTH 2000
 
 _Noreturn void jfail(struct rctx *c, int line, const char *fmt, ...) {
     char msg[240];
@@ -180,8 +181,9 @@ static struct jv do_slice(struct rctx *c, int line, struct jv obj, struct jv sv[
 /* ---- operators ------------------------------------------------------------ */
 
 static bool num(struct jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-static double as_f(struct jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t as_i(struct jv v) { return v.t == JV_INT ? v.i : (int64_t)v.b; }
+static double as_f(struct jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : v.t == JV_BOOL ? (double)v.b : 0; }
+/* An int or bool as int64 (0 for anything else: callers check the type). */
+static int64_t as_i(struct jv v) { return v.t == JV_INT ? v.i : v.t == JV_BOOL ? (int64_t)v.b : 0; }
 
 static const char *const OP_SYM[] = {"+", "-", "*", "/", "//", "%", "**", "~"};
 
@@ -440,7 +442,18 @@ static struct jv make_macro(struct rctx *c, struct frame *f, const struct node *
     return (struct jv){.t = JV_FUNC, .fn = fn};
 }
 
+static struct jv eval_node(struct rctx *c, struct frame *f, const struct node *n);
+
+/* eval_node with its nesting bounded: a chain of 100,000 "+" must fail
+ * cleanly, not overflow the stack. */
 struct jv eval(struct rctx *c, struct frame *f, const struct node *n) {
+    if (++c->eval_depth > MAX_EVAL_DEPTH) jfail(c, n->line, "an expression nested more than %d deep", MAX_EVAL_DEPTH);
+    struct jv v = eval_node(c, f, n);
+    c->eval_depth--;
+    return v;
+}
+
+static struct jv eval_node(struct rctx *c, struct frame *f, const struct node *n) {
     switch (n->kind) {
     case E_CONST: return n->value;
     case E_NAME: return lookup(c, f, n->str);

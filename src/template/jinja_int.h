@@ -162,6 +162,7 @@ struct rctx {
     struct frame *globals;
     int64_t now;
     int depth;         /* macro call depth, bounded */
+    int eval_depth;    /* expression nesting, bounded */
     int loop_ctl;      /* 1: break, 2: continue pending */
     uint64_t steps;    /* statements and loop iterations run, bounded */
 };
@@ -192,7 +193,7 @@ int jv_compare(struct rctx *c, int line, struct jv a, struct jv b);
 const char *jv_type_name(struct jv v);
 /* str(v) and repr(v), as Python writes them. */
 struct jv jv_to_str(struct rctx *c, struct jv v);
-void jv_repr(struct rctx *c, struct outbuf *o, struct jv v);
+void jv_repr(struct rctx *c, struct outbuf *o, struct jv v); /* fails past 200 levels (a namespace holding itself) */
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys). indent < 0: none. */
 void jv_tojson(struct rctx *c, int line, struct outbuf *o, struct jv v, int indent, const char *item_sep,
                const char *key_sep, bool sort_keys, bool ascii, int depth);

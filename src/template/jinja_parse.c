@@ -772,8 +772,10 @@ static struct node *parse_not(struct parser *p) {
     struct tok *t = peek(p);
     if (is_name(t, "not")) {
         p->pos++;
+        if (++p->depth > 200) perr(p, t->line, "expression nested too deeply");
         struct node *n = mk(p, E_NOT, t->line);
         n->a = parse_not(p);
+        p->depth--;
         return n;
     }
     return parse_compare(p);
@@ -808,7 +810,9 @@ static struct node *parse_expr(struct parser *p) {
         struct node *c = mk(p, E_COND, next(p)->line);
         c->b = n;
         c->a = parse_or(p);
+        if (++p->depth > 200) perr(p, c->line, "expression nested too deeply");
         if (accept_name(p, "else")) c->c = parse_expr(p);
+        p->depth--;
         n = c;
     }
     return n;

@@ -215,8 +215,8 @@ bool jv_truthy(struct jv v) {
 }
 
 static bool is_num(struct jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
-static double num_f(struct jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : (double)v.b; }
-static int64_t num_i(struct jv v) { return v.t == JV_INT ? v.i : (int64_t)v.b; }
+static double num_f(struct jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : v.t == JV_BOOL ? (double)v.b : 0; }
+static int64_t num_i(struct jv v) { return v.t == JV_INT ? v.i : v.t == JV_BOOL ? (int64_t)v.b : 0; }
 
 bool jv_equal(struct jv a, struct jv b) {
     if (is_num(a) && is_num(b)) {
@@ -413,8 +413,13 @@ static void repr_str(struct rctx *c, struct outbuf *o, const struct jstr *s) {
     out_bytes(c, o, &q, 1);
 }
 
-void jv_repr(struct rctx *c, struct outbuf *o, struct jv v) {
+static void repr_at(struct rctx *c, struct outbuf *o, struct jv v, int depth);
+
+void jv_repr(struct rctx *c, struct outbuf *o, struct jv v) { repr_at(c, o, v, 0); }
+
+static void repr_at(struct rctx *c, struct outbuf *o, struct jv v, int depth) {
     char buf[64];
+    if (depth > 200) jfail(c, 0, "a value nested too deeply to print");
     switch (v.t) {
     case JV_UNDEF: return;
     case JV_NONE: out_cstr(c, o, "None"); return;
@@ -426,7 +431,7 @@ void jv_repr(struct rctx *c, struct outbuf *o, struct jv v) {
         out_cstr(c, o, v.tuple ? "(" : "[");
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) out_cstr(c, o, ", ");
-            jv_repr(c, o, v.l->v[i]);
+            repr_at(c, o, v.l->v[i], depth + 1);
         }
         out_cstr(c, o, v.tuple ? (v.l->n == 1 ? ",)" : ")") : "]");
         return;
@@ -436,9 +441,9 @@ void jv_repr(struct rctx *c, struct outbuf *o, struct jv v) {
         } else out_cstr(c, o, "{");
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) out_cstr(c, o, ", ");
-            jv_repr(c, o, v.d->k[i]);
+            repr_at(c, o, v.d->k[i], depth + 1);
             out_cstr(c, o, v.d->ns ? "=" : ": ");
-            jv_repr(c, o, v.d->v[i]);
+            repr_at(c, o, v.d->v[i], depth + 1);
         }
         out_cstr(c, o, v.d->ns ? ">" : "}");
         return;

@@ -6,7 +6,8 @@
  * hold: a failure carries a message; a success gives NUL-terminated text
  * whose data spans are sorted, disjoint and inside it.
  *
- * Build and run: make fuzz && build/fuzz/fuzz_template tests/fuzz/seeds/fuzz_template
+ * Build and run: make fuzz && build/fuzz/fuzz_template -dict=tests/fuzz/fuzz_template.dict \
+ *     tests/fuzz/seeds/fuzz_template
  * Seeds: tests/fuzz/seeds/fuzz_template/.
  */
 #include <stdint.h>
