@@ -86,7 +86,7 @@ static int search_ids(struct kb *kb, const struct kb_tenant *t, const char *stor
     buf[0] = 0;
     size_t at = 0;
     for (int i = 0; i < n && at < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? " " : "", r[i].file_id);
-    if (n > 0) kb_results_free(r, n);
+    if (n >= 0) kb_results_free(r, n);
     return n;
 }
 
