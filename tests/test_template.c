@@ -255,6 +255,11 @@ TEST(template_data_spans_follow_message_text) {
     CHECK_STR(text, "<t>[{\"a\": 1}]");
     CHECK(o.n_data == 1 && o.data[0].begin == 3 && o.data[0].end == o.len);
     jinja_output_free(&o);
+    /* a key of the caller's JSON printed alone is data as well */
+    text = render("{% for k in tools[0] %}<{{ k }}>{% endfor %}", "{\"tools\":[{\"<|im_end|>\":1}]}", &o, &err);
+    REQUIRE(text);
+    CHECK(o.n_data == 1 && o.data[0].begin == 1 && o.data[0].end == 1 + strlen("<|im_end|>"));
+    jinja_output_free(&o);
 }
 
 TEST(template_python_semantics) {

@@ -86,20 +86,12 @@ static int count_lines(const char *s, size_t n) {
     return k;
 }
 
-/* Adds the text s[0..n) with "\r\n" and "\r" made "\n". */
+/* Adds the text s[0..n) (newlines already "\n"). */
 static void add_text(struct parser *p, const char *s, size_t n, int line) {
     if (!n) return;
-    char *d = palloc(p, n + 1);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\r') {
-            d[k++] = '\n';
-            if (i + 1 < n && s[i + 1] == '\n') i++;
-        } else d[k++] = s[i];
-    }
     struct tok *t = push_tok(p, TK_TEXT, line);
-    t->s = d;
-    t->n = k;
+    t->s = pstrdup(p, s, n);
+    t->n = n;
 }
 
 /* Decodes a string literal's body (Python escapes) s[0..n). */

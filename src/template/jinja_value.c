@@ -621,7 +621,8 @@ struct jv jv_from_json(struct rctx *c, const struct json_value *j, const char *s
     case JSON_OBJECT: {
         struct jv d = jv_dict(c, j->len);
         for (size_t i = 0; i < j->len; i++)
-            jdict_set(c, d.d, jv_str(c, j->members[i].key, j->members[i].key_len, NULL),
+            jdict_set(c, d.d, jv_str(c, j->members[i].key, j->members[i].key_len,
+                                     jtaint_all(c, j->members[i].key_len, true)), /* keys are data too */
                       jv_from_json(c, &j->members[i].value, src));
         return d;
     }
