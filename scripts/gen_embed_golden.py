@@ -92,12 +92,15 @@ def layer_norm(x, w, b, eps):
 _erf = np.vectorize(math.erf)
 
 
-def embed(W, cfg, ids):
+def hidden(W, cfg, ids, types=None):
+    """The last layer's states [len(ids)][hidden] of one text (token types
+    types, default all 0), in float64."""
     g = lambda n: W[n].astype(np.float64)
     L, d, H = len(ids), cfg["hidden_size"], cfg["num_attention_heads"]
     hd, eps = d // H, cfg["layer_norm_eps"]
+    types = [0] * L if types is None else types
     x = g("embeddings.word_embeddings.weight")[ids] + g("embeddings.position_embeddings.weight")[:L] + \
-        g("embeddings.token_type_embeddings.weight")[0]
+        g("embeddings.token_type_embeddings.weight")[types]
     x = layer_norm(x, g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"), eps)
     for l in range(cfg["num_hidden_layers"]):
         p = "encoder.layer.%d." % l
@@ -115,7 +118,11 @@ def embed(W, cfg, ids):
         h = 0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))
         x = layer_norm(x + lin("output.dense", h), g(p + "output.LayerNorm.weight"), g(p + "output.LayerNorm.bias"),
                        eps)
-    e = x.mean(0)
+    return x
+
+
+def embed(W, cfg, ids):
+    e = hidden(W, cfg, ids).mean(0)
     return e / np.linalg.norm(e)
 
 

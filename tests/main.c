@@ -74,6 +74,19 @@ static bool too_large_for_quick(int64_t size) {
     return true;
 }
 
+int test_parse_ids(const char *s, const char *end, int max, int32_t **out) {
+    *out = malloc((size_t)max * sizeof **out);
+    int k = 0;
+    while (*out && s < end && k < max) {
+        char *e;
+        long id = strtol(s, &e, 10);
+        if (e == s) break;
+        (*out)[k++] = (int32_t)id;
+        s = e;
+    }
+    return k;
+}
+
 bool test_repo_root(char *buf, size_t len) {
     const char *data = test_env("KVIK_TEST_DATA");
     size_t n = strlen(data);

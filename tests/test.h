@@ -50,6 +50,10 @@ bool test_registry_model_runs(const char *name, char *buf, size_t len);
  * cannot be read. */
 char *test_slurp(const char *path, size_t *len);
 
+/* The decimal ids of the text [s, end) (separated by spaces), up to max,
+ * into a new array *out; their count. */
+int test_parse_ids(const char *s, const char *end, int max, int32_t **out);
+
 /* The repository's root: KVIK_TEST_DATA without its "/tests/data"; false
  * when KVIK_TEST_DATA does not end so. */
 bool test_repo_root(char *buf, size_t len);
@@ -61,13 +65,13 @@ bool test_repo_root(char *buf, size_t len);
  * test failed, when the corpus cannot be had or the slice differs. */
 bool test_corpus_slice(size_t bytes, const char *sha256_hex, const char *path);
 
-/* Runs `$KVIK_BIN ARGS` (shell words): stdout into out, stderr into errbuf
- * (both NUL-terminated, cut to their sizes); returns the exit status, -1 if
- * it died of a signal. */
 /* Runs the shell command cmd; its stdout (up to len - 1 bytes) in out,
  * NUL-terminated. Its exit status, -1 if it could not run or was killed. */
 int test_run_cmd(const char *cmd, char *out, size_t len);
 
+/* Runs `$KVIK_BIN ARGS` (shell words): stdout into out, stderr into errbuf
+ * (both NUL-terminated, cut to their sizes); returns the exit status, -1 if
+ * it died of a signal. */
 int test_run_kvik(const char *args, char *out, size_t out_len, char *errbuf, size_t err_len);
 
 /* Deterministic random numbers for tests (xorshift64*). */

@@ -76,16 +76,7 @@ static bool golden_load(struct golden *g, int dim) {
         if (!ok) break;
         g->texts[g->n] = strdup(v.members[0].value.str);
         json_free(&v);
-        g->ids[g->n] = malloc(600 * sizeof(int32_t));
-        int k = 0;
-        for (char *s = q; s < ql && k < 600;) {
-            char *e;
-            long id = strtol(s, &e, 10);
-            if (e == s) break;
-            g->ids[g->n][k++] = (int32_t)id;
-            s = e;
-        }
-        g->n_ids[g->n] = k;
+        g->n_ids[g->n] = test_parse_ids(q, ql, 600, &g->ids[g->n]);
         p = nl + 1;
         q = ql + 1;
     }
@@ -173,7 +164,7 @@ TEST(embed_minilm_matches_numpy_reference) {
         int nb = g.n - i0 < BATCH ? g.n - i0 : BATCH;
         const int32_t *rows[BATCH];
         for (int b = 0; b < nb; b++) rows[b] = ids + (size_t)(i0 + b) * (size_t)hp->n_ctx;
-        REQUIRE_MSG(encoder_embed(ctx, nb, rows, n_ids + i0, ENCODER_POOL_NONE, true, out, &err) == KVIK_OK,
+        REQUIRE_MSG(encoder_embed(ctx, nb, rows, NULL, n_ids + i0, ENCODER_POOL_NONE, true, out, &err) == KVIK_OK,
                     "encoder_embed: %s", err.msg);
         for (int b = 0; b < nb; b++) {
             double c = cosine(out + (size_t)b * (size_t)hp->n_embd, g.vec + (size_t)(i0 + b) * (size_t)hp->n_embd,
@@ -222,30 +213,30 @@ TEST(embed_same_bits_alone_and_in_a_batch) {
     REQUIRE(ctx);
     float all[N][384], one[384], raw[384], cls[384];
     REQUIRE(hp->n_embd == 384);
-    REQUIRE(encoder_embed(ctx, N, rows, n_ids, ENCODER_POOL_NONE, true, &all[0][0], &err) == KVIK_OK);
+    REQUIRE(encoder_embed(ctx, N, rows, NULL, n_ids, ENCODER_POOL_NONE, true, &all[0][0], &err) == KVIK_OK);
     for (int i = 0; i < N; i++) {
-        REQUIRE(encoder_embed(ctx, 1, &rows[i], &n_ids[i], ENCODER_POOL_NONE, true, one, &err) == KVIK_OK);
+        REQUIRE(encoder_embed(ctx, 1, &rows[i], NULL, &n_ids[i], ENCODER_POOL_NONE, true, one, &err) == KVIK_OK);
         CHECK_MSG(!memcmp(one, all[i], sizeof one), "text %d: the same bits alone as in a batch of %d", i, N);
         double norm = 0;
         for (int k = 0; k < 384; k++) norm += (double)one[k] * one[k];
         CHECK_MSG(fabs(norm - 1) < 1e-5, "text %d: unit length (%.7f)", i, norm);
     }
     /* unnormalised mean pooling, once normalised, is the normalised one */
-    REQUIRE(encoder_embed(ctx, 1, &rows[1], &n_ids[1], ENCODER_POOL_MEAN, false, raw, &err) == KVIK_OK);
+    REQUIRE(encoder_embed(ctx, 1, &rows[1], NULL, &n_ids[1], ENCODER_POOL_MEAN, false, raw, &err) == KVIK_OK);
     CHECK(cosine(raw, all[1], 384) > 0.999999);
     double rn = 0;
     for (int k = 0; k < 384; k++) rn += (double)raw[k] * raw[k];
     CHECK(fabs(rn - 1) > 1e-3);
     /* CLS pooling is another vector */
-    REQUIRE(encoder_embed(ctx, 1, &rows[1], &n_ids[1], ENCODER_POOL_CLS, true, cls, &err) == KVIK_OK);
+    REQUIRE(encoder_embed(ctx, 1, &rows[1], NULL, &n_ids[1], ENCODER_POOL_CLS, true, cls, &err) == KVIK_OK);
     CHECK(cosine(cls, all[1], 384) < 0.999);
     /* bad input is refused */
     int32_t bad = 1 << 20;
     const int32_t *brow = &bad;
     int one_id = 1, zero = 0;
-    CHECK(encoder_embed(ctx, 1, &brow, &one_id, ENCODER_POOL_NONE, true, one, &err) == KVIK_ERR_INVALID_ARG);
-    CHECK(encoder_embed(ctx, 1, &rows[0], &zero, ENCODER_POOL_NONE, true, one, &err) == KVIK_ERR_INVALID_ARG);
-    CHECK(encoder_embed(ctx, 1, &rows[0], &n_ids[0], 9, true, one, &err) == KVIK_ERR_INVALID_ARG);
+    CHECK(encoder_embed(ctx, 1, &brow, NULL, &one_id, ENCODER_POOL_NONE, true, one, &err) == KVIK_ERR_INVALID_ARG);
+    CHECK(encoder_embed(ctx, 1, &rows[0], NULL, &zero, ENCODER_POOL_NONE, true, one, &err) == KVIK_ERR_INVALID_ARG);
+    CHECK(encoder_embed(ctx, 1, &rows[0], NULL, &n_ids[0], 9, true, one, &err) == KVIK_ERR_INVALID_ARG);
     encoder_ctx_free(ctx);
     encoder_free(e);
 }
@@ -468,7 +459,7 @@ TEST(convert_tiny_bert_converts_and_embeds) {
             float v[TD];
             const int32_t *row = ids;
             int ni = (int)n;
-            CHECK(encoder_embed(ctx, 1, &row, &ni, ENCODER_POOL_NONE, true, v, &err) == KVIK_OK);
+            CHECK(encoder_embed(ctx, 1, &row, NULL, &ni, ENCODER_POOL_NONE, true, v, &err) == KVIK_OK);
             double norm = 0;
             for (int i = 0; i < TD; i++) norm += (double)v[i] * v[i];
             CHECK_MSG(fabs(norm - 1) < 1e-5 && isfinite(norm), "unit vector (%f)", norm);
@@ -549,6 +540,18 @@ TEST(convert_malformed_directories_are_clean_errors) {
     memcpy(m, e, sizeof e);
     m[0].dtype = "I32";
     expect_convert_error("an integer matrix", KVIK_ERR_UNSUPPORTED, "dtype I32", NULL, NULL, m, n);
+    /* a classifier's config without its head, or with labels that disagree */
+    static const char XCONFIG[] =
+        "{\"architectures\":[\"BertForSequenceClassification\"],\"model_type\":\"bert\",\"hidden_size\":8,"
+        "\"intermediate_size\":16,\"num_hidden_layers\":2,\"num_attention_heads\":2,\"max_position_embeddings\":16,"
+        "\"vocab_size\":12,\"type_vocab_size\":2,%s}";
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, XCONFIG, "\"id2label\":{\"0\":\"no\",\"1\":\"yes\"}");
+    expect_convert_error("a classifier without its head", KVIK_ERR_FORMAT, "pooler.dense.weight", cfg, NULL, NULL, 0);
+    snprintf(cfg, sizeof cfg, XCONFIG, "\"num_labels\":3,\"id2label\":{\"0\":\"no\",\"1\":\"yes\"}");
+    expect_convert_error("labels that disagree", KVIK_ERR_FORMAT, "3 labels", cfg, NULL, NULL, 0);
+    snprintf(cfg, sizeof cfg, XCONFIG, "\"id2label\":{\"0\":\"no\",\"7\":\"yes\"}");
+    expect_convert_error("a label id past the labels", KVIK_ERR_FORMAT, "id2label", cfg, NULL, NULL, 0);
     /* a broken safetensors header is the reader's error, with the path */
     char dir[64], path[200];
     tiny_dir(dir, sizeof dir, "F32");

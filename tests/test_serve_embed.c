@@ -30,7 +30,7 @@ static void local_embed(const char *path, const char *text, float *out) {
     int32_t ids[512];
     int n = (int)encoder_tokenize(e, text, strlen(text), ids, 512);
     const int32_t *row = ids;
-    REQUIRE(encoder_embed(c, 1, &row, &n, ENCODER_POOL_NONE, true, out, &err) == KVIK_OK);
+    REQUIRE(encoder_embed(c, 1, &row, NULL, &n, ENCODER_POOL_NONE, true, out, &err) == KVIK_OK);
     encoder_ctx_free(c);
     encoder_free(e);
 }

@@ -123,6 +123,12 @@ int cmd_embed(int argc, char **argv) {
         goto out;
     }
     const struct encoder_hparams *hp = encoder_hparams(e);
+    if (pooling == ENCODER_POOL_NONE && hp->pooling == ENCODER_POOL_RANK) {
+        fprintf(stderr, "kvik embed: %s is a cross-encoder (a reranker): serve it with kvik serve --rerank-model, "
+                "or embed with --pooling\n", mp);
+        encoder_free(e);
+        goto out;
+    }
     if (out_path && !(of = fopen(out_path, "wb"))) {
         fprintf(stderr, "kvik embed: cannot write %s\n", out_path);
         encoder_free(e);
@@ -150,7 +156,7 @@ int cmd_embed(int argc, char **argv) {
                 rows[b] = r;
                 n_ids[b] = (int)n;
             }
-            if (!rc && encoder_embed(ctx, nb, rows, n_ids, pooling, normalize, out, &err)) {
+            if (!rc && encoder_embed(ctx, nb, rows, NULL, n_ids, pooling, normalize, out, &err)) {
                 fprintf(stderr, "kvik embed: %s\n", err.msg);
                 rc = 1;
             }

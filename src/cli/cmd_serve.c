@@ -49,7 +49,9 @@ static void usage(FILE *f) {
             "  --spec-ngram N      longest n-gram prompt lookup matches, 1..8 (default 3)\n"
             "  --embedding-model M an encoder (kvik pull all-minilm-l6-v2) served on /v1/embeddings\n"
             "                      beside the chat model; -m with an encoder serves embeddings alone\n"
-            "  --embedding-threads N  the encoder's threads (default 1)\n"
+            "  --rerank-model M    a cross-encoder GGUF (kvik convert of a BertForSequenceClassification)\n"
+            "                      answers /v1/rerank instead of the chat model; -m with one reranks alone\n"
+            "  --embedding-threads N  the encoders' threads (default 1)\n"
             "  --data-dir DIR      keep files and vector stores here (default: in memory, lost on exit);\n"
             "                      a folder made with another embedding model is refused\n"
             "  --max-file-size BYTES  the largest file upload (default 67108864)\n"
@@ -62,7 +64,8 @@ static void usage(FILE *f) {
             "                      (to measure what the check saves: near misses get through)\n"
             "  --semantic-cache-ttl S  an entry's life in seconds (default 3600)\n"
             "  --semantic-cache-size N  entries at most (default 10000)\n"
-            "Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /tokenize, /detokenize;\n"
+            "Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank, /tokenize,\n"
+            "/detokenize;"
             "GET /v1/models, /health, /metrics; /v1/files and /v1/vector_stores (with an embedding model).\n"
             "See docs/server.md and docs/retrieval.md.\n");
 }
@@ -156,6 +159,8 @@ int cmd_serve(int argc, char **argv) {
             cfg.model_draft = v;
         } else if (!strcmp(a, "--embedding-model")) {
             cfg.embedding_model = v;
+        } else if (!strcmp(a, "--rerank-model")) {
+            cfg.rerank_model = v;
         } else if (!strcmp(a, "--semantic-cache-threshold")) {
             float f;
             if (!cli_parse_float(v, -1, 1, &f)) return bad_value(a, v);
@@ -212,6 +217,9 @@ int cmd_serve(int argc, char **argv) {
     static char emb_path[4096];
     if (cfg.embedding_model &&
         !(cfg.embedding_model = cli_resolve_model(cfg.embedding_model, emb_path, sizeof emb_path)))
+        return 1;
+    static char rerank_path[4096];
+    if (cfg.rerank_model && !(cfg.rerank_model = cli_resolve_model(cfg.rerank_model, rerank_path, sizeof rerank_path)))
         return 1;
     if (cfg.kv_mem_mib && cfg.ctx_total) {
         fprintf(stderr, "kvik serve: give --kv-mem or --ctx-total, not both\n");

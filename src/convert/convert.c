@@ -49,6 +49,9 @@ struct conv {
     int n_outs, cap_outs;
     int mat_type;               /* type of the matrices written */
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx, n_vocab, head_dim;
+    bool classifier;            /* BertForSequenceClassification: a cross-encoder */
+    int64_t n_labels;           /* its classifier's outputs */
+    const char **labels;        /* [n_labels] id2label's names, into cfg (NULL: none given) */
     /* the vocabulary */
     char **tokens;              /* [n_tokens] owned */
     int32_t *types;             /* [n_tokens] */
@@ -298,6 +301,23 @@ static kvik_status map_bert(struct conv *c) {
             int64_t cols = parts[k].cols < 0 ? 0 : parts[k].cols ? c->n_ff : d;
             if ((st = bert_pair(c, g, h, rows, cols))) return st;
         }
+    if (!c->classifier) return KVIK_OK;
+    /* the head, kept F32 (it is small): the pooler as cls, the classifier as cls.output */
+    static const struct {
+        const char *g, *h[2];
+        int labels; /* rows: 1 the labels, 0 the width */
+    } head[] = {
+        {"cls.weight", {"bert.pooler.dense.weight", "pooler.dense.weight"}, 0},
+        {"cls.bias", {"bert.pooler.dense.bias", "pooler.dense.bias"}, 0},
+        {"cls.output.weight", {"classifier.weight", "classifier.weight"}, 1},
+        {"cls.output.bias", {"classifier.bias", "classifier.bias"}, 1},
+    };
+    for (size_t k = 0; k < sizeof head / sizeof head[0]; k++) {
+        bool matrix = strstr(head[k].g, ".weight") != NULL;
+        if ((st = want(c, head[k].g, SRC(head[k].h[0], head[k].h[1]), head[k].labels ? c->n_labels : d,
+                       matrix ? d : 0, TENSOR_TYPE_F32, 0)))
+            return st;
+    }
     return KVIK_OK;
 }
 
@@ -512,6 +532,24 @@ static const char *detect_pre(struct conv *c) {
 
 #define KEY(buf, suffix) (snprintf(buf, sizeof buf, "%s.%s", c->arch, suffix), buf)
 
+/* config.json's id2label into c->labels: every id in 0..n_labels once. */
+static kvik_status read_labels(struct conv *c) {
+    const struct json_value *m = jget(&c->cfg, "id2label");
+    if (!m || m->type != JSON_OBJECT) return KVIK_OK;
+    if (!(c->labels = calloc((size_t)c->n_labels, sizeof *c->labels)))
+        return err_set(c->err, KVIK_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < m->len; i++) {
+        char *end;
+        long id = strtol(m->members[i].key, &end, 10);
+        const char *name = jstr(&m->members[i].value);
+        if (*end || end == m->members[i].key || id < 0 || id >= c->n_labels || !name || c->labels[id])
+            return err_set(c->err, KVIK_ERR_FORMAT, "config.json: id2label has a bad entry \"%.40s\"",
+                           m->members[i].key);
+        c->labels[id] = name;
+    }
+    return KVIK_OK;
+}
+
 static kvik_status write_bert_meta(struct conv *c, struct gguf_writer *w) {
     kvik_status st;
     char k[96];
@@ -525,12 +563,13 @@ static kvik_status write_bert_meta(struct conv *c, struct gguf_writer *w) {
     const char *pos = jstr(jget(&c->cfg, "position_embedding_type"));
     if (pos && strcmp(pos, "absolute"))
         return err_set(c->err, KVIK_ERR_UNSUPPORTED, "config.json: position_embedding_type %s", pos);
-    /* sentence-transformers keeps the pooling in 1_Pooling/config.json */
-    uint32_t pooling = 1;
+    /* sentence-transformers keeps the pooling in 1_Pooling/config.json;
+     * a classifier ranks (llama.cpp's pooling type 4) */
+    uint32_t pooling = c->classifier ? 4 : 1;
     struct json_value pool;
-    bool found;
+    bool found = false;
     const char *path = "1_Pooling/config.json";
-    if ((st = read_json(c, path, false, &pool, &found))) return st;
+    if (!c->classifier && (st = read_json(c, path, false, &pool, &found))) return st;
     if (found) {
         const struct json_value *cls = jget(&pool, "pooling_mode_cls_token"),
                                 *mean = jget(&pool, "pooling_mode_mean_tokens"),
@@ -554,6 +593,9 @@ static kvik_status write_bert_meta(struct conv *c, struct gguf_writer *w) {
         (st = gguf_writer_set_u32(w, "tokenizer.ggml.token_type_count", (uint32_t)types)) ||
         (st = gguf_writer_set_str(w, "tokenizer.ggml.model", "bert")) ||
         (st = gguf_writer_set_str(w, "tokenizer.ggml.pre", "default")))
+        return st;
+    if (c->labels && (st = gguf_writer_set_arr_str(w, "bert.classifier.output_labels", c->labels,
+                                                    (uint64_t)c->n_labels)))
         return st;
     if ((st = set_special(c, w, "unk_token", "tokenizer.ggml.unknown_token_id")) ||
         (st = set_special(c, w, "sep_token", "tokenizer.ggml.seperator_token_id")) ||
@@ -686,6 +728,24 @@ static kvik_status read_config(struct conv *c) {
         (st = cfg_int(c, "vocab_size", NULL, -1, &c->n_vocab)))
         return st;
     if ((st = cfg_int(c, "head_dim", NULL, c->n_embd / c->n_head, &c->head_dim))) return st;
+    const struct json_value *archs = jget(&c->cfg, "architectures");
+    for (size_t i = 0; archs && archs->type == JSON_ARRAY && i < archs->len; i++) {
+        const char *a = jstr(&archs->items[i]);
+        if (a && strstr(a, "ForSequenceClassification")) {
+            if (c->fam != FAM_BERT)
+                return err_set(c->err, KVIK_ERR_UNSUPPORTED, "config.json: %.60s (classifiers are converted for bert)", a);
+            c->classifier = true;
+        }
+    }
+    if (c->classifier) {
+        const struct json_value *m = jget(&c->cfg, "id2label");
+        int64_t dflt = m && m->type == JSON_OBJECT ? (int64_t)m->len : 2;
+        if ((st = cfg_int(c, "num_labels", NULL, dflt, &c->n_labels))) return st;
+        if (c->n_labels < 1 || c->n_labels > 1024 || (m && m->type == JSON_OBJECT && (int64_t)m->len != c->n_labels))
+            return err_set(c->err, KVIK_ERR_FORMAT, "config.json: %lld labels (1..1024, as many as id2label has)",
+                           (long long)c->n_labels);
+        if ((st = read_labels(c))) return st;
+    }
     if (c->n_layer > MAX_LAYERS || c->n_embd % c->n_head || c->n_head % c->n_head_kv || c->head_dim % 2)
         return err_set(c->err, KVIK_ERR_FORMAT, "config.json: inconsistent sizes (layers %lld, width %lld, "
                        "heads %lld/%lld, head size %lld)", (long long)c->n_layer, (long long)c->n_embd,
@@ -799,5 +859,6 @@ out_tok:
     json_free(&c.tok);
 out_cfg:
     json_free(&c.cfg);
+    free(c.labels);
     return st;
 }

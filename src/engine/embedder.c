@@ -14,6 +14,7 @@
 struct emb_job {
     int n;
     const int32_t *const *ids;
+    const uint8_t *const *types; /* NULL: all 0 */
     const int *n_ids;
     float *out;
     int taken;          /* texts handed to the worker */
@@ -36,6 +37,9 @@ struct embedder {
     struct embedder_stats stats;
     /* the worker's batch */
     const int32_t **b_ids;
+    const uint8_t **b_types;
+    bool b_typed; /* some text of the batch has types */
+    uint8_t *zero_types; /* n_ctx zeros: the types of an untyped text */
     int *b_n;
     struct emb_job **b_job;
     int *b_row;
@@ -46,6 +50,8 @@ struct embedder {
 static void free_buffers(struct embedder *em) {
     encoder_ctx_free(em->ctx);
     free(em->b_ids);
+    free(em->b_types);
+    free(em->zero_types);
     free(em->b_n);
     free(em->b_job);
     free(em->b_row);
@@ -62,11 +68,14 @@ struct embedder_config embedder_config_default(void) {
 static int take_batch(struct embedder *em, int *tokens) {
     int n = 0;
     *tokens = 0;
+    em->b_typed = false;
     while (em->head) {
         struct emb_job *j = em->head;
         int len = j->n_ids[j->taken];
         if (n > 0 && *tokens + len > em->max_tokens) break;
         em->b_ids[n] = j->ids[j->taken];
+        em->b_types[n] = j->types ? j->types[j->taken] : em->zero_types;
+        em->b_typed |= j->types != NULL;
         em->b_n[n] = len;
         em->b_job[n] = j;
         em->b_row[n] = j->taken;
@@ -82,7 +91,7 @@ static int take_batch(struct embedder *em, int *tokens) {
 
 static void *worker(void *arg) {
     struct embedder *em = arg;
-    const struct encoder_hparams *hp = encoder_hparams(em->e);
+    size_t dim = (size_t)encoder_out_dim(em->e);
     pthread_mutex_lock(&em->mu);
     for (;;) {
         while (!em->head && !em->stop) pthread_cond_wait(&em->wake, &em->mu);
@@ -90,7 +99,8 @@ static void *worker(void *arg) {
         int tokens, n = take_batch(em, &tokens);
         pthread_mutex_unlock(&em->mu);
         struct kvik_err err = {0};
-        kvik_status st = encoder_embed(em->ctx, n, em->b_ids, em->b_n, ENCODER_POOL_NONE, true, em->b_out, &err);
+        kvik_status st = encoder_embed(em->ctx, n, em->b_ids, em->b_typed ? em->b_types : NULL, em->b_n,
+                                       ENCODER_POOL_NONE, true, em->b_out, &err);
         pthread_mutex_lock(&em->mu);
         for (int i = 0; i < n; i++) {
             struct emb_job *j = em->b_job[i];
@@ -98,8 +108,7 @@ static void *worker(void *arg) {
                 j->status = st;
                 j->err = err;
             } else {
-                memcpy(j->out + (size_t)em->b_row[i] * (size_t)hp->n_embd, em->b_out + (size_t)i * (size_t)hp->n_embd,
-                       (size_t)hp->n_embd * sizeof(float));
+                memcpy(j->out + (size_t)em->b_row[i] * dim, em->b_out + (size_t)i * dim, dim * sizeof(float));
             }
             j->done++;
         }
@@ -136,11 +145,13 @@ struct embedder *embedder_new(const struct encoder *e, const struct embedder_con
     /* a text has at least one token: the budget bounds the texts too */
     size_t nb = (size_t)c.max_batch_tokens;
     em->b_ids = malloc(nb * sizeof *em->b_ids);
+    em->b_types = malloc(nb * sizeof *em->b_types);
+    em->zero_types = calloc((size_t)hp->n_ctx, 1);
     em->b_n = malloc(nb * sizeof *em->b_n);
     em->b_job = malloc(nb * sizeof *em->b_job);
     em->b_row = malloc(nb * sizeof *em->b_row);
-    em->b_out = malloc(nb * (size_t)hp->n_embd * sizeof *em->b_out);
-    if (!em->b_ids || !em->b_n || !em->b_job || !em->b_row || !em->b_out) {
+    em->b_out = malloc(nb * (size_t)encoder_out_dim(e) * sizeof *em->b_out);
+    if (!em->b_ids || !em->b_types || !em->zero_types || !em->b_n || !em->b_job || !em->b_row || !em->b_out) {
         err_set(err, KVIK_ERR_NOMEM, "embedder: out of memory");
         goto fail;
     }
@@ -174,8 +185,8 @@ void embedder_free(struct embedder *em) {
     free_buffers(em);
 }
 
-kvik_status embedder_embed(struct embedder *em, int n, const int32_t *const *ids, const int *n_ids, float *out,
-                           struct kvik_err *err) {
+kvik_status embedder_embed(struct embedder *em, int n, const int32_t *const *ids, const uint8_t *const *types,
+                           const int *n_ids, float *out, struct kvik_err *err) {
     const struct encoder_hparams *hp = encoder_hparams(em->e);
     if (n < 1) return err_set(err, KVIK_ERR_INVALID_ARG, "embedder: no texts");
     for (int i = 0; i < n; i++) {
@@ -185,8 +196,12 @@ kvik_status embedder_embed(struct embedder *em, int n, const int32_t *const *ids
             if (ids[i][t] < 0 || ids[i][t] >= hp->n_vocab)
                 return err_set(err, KVIK_ERR_INVALID_ARG, "text %d: token id %d is out of range (0..%d)", i,
                                ids[i][t], hp->n_vocab - 1);
+        for (int t = 0; types && t < n_ids[i]; t++)
+            if (types[i][t] >= hp->n_types)
+                return err_set(err, KVIK_ERR_INVALID_ARG, "text %d: token type %d is out of range (0..%d)", i,
+                               types[i][t], hp->n_types - 1);
     }
-    struct emb_job j = {.n = n, .ids = ids, .n_ids = n_ids, .out = out};
+    struct emb_job j = {.n = n, .ids = ids, .types = types, .n_ids = n_ids, .out = out};
     pthread_mutex_lock(&em->mu);
     if (em->stop) {
         pthread_mutex_unlock(&em->mu);

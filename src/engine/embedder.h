@@ -39,13 +39,15 @@ void embedder_free(struct embedder *em);
 
 /*
  * Embeds n texts given as ids (text i: ids[i][0..n_ids[i]), 1..n_ctx ids
- * each, every id < n_vocab), pooled as the file asks and L2-normalised,
- * into out[n][n_embd]; blocks until all are done. Safe from any number of
- * threads at once. KVIK_ERR_INVALID_ARG for a text out of bounds (checked
- * before anything is queued).
+ * each, every id < n_vocab) with token types types[i][..] (types NULL: all
+ * 0), pooled as the file asks, into out[n][encoder_out_dim]: embeddings
+ * L2-normalised, a cross-encoder's logits as they are. Blocks until all
+ * are done. Safe from any number of threads at once.
+ * KVIK_ERR_INVALID_ARG for a text out of bounds (checked before anything
+ * is queued).
  */
-kvik_status embedder_embed(struct embedder *em, int n, const int32_t *const *ids, const int *n_ids, float *out,
-                           struct kvik_err *err);
+kvik_status embedder_embed(struct embedder *em, int n, const int32_t *const *ids, const uint8_t *const *types,
+                           const int *n_ids, float *out, struct kvik_err *err);
 
 void embedder_stats(struct embedder *em, struct embedder_stats *out);
 

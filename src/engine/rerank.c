@@ -1,13 +1,15 @@
 /*
- * rerank.c — the chat-model reranker of rerank.h: the answer ids found
- * once, then per call one engine request a document, whose events are
- * gathered under a mutex until every request has finished.
+ * rerank.c — the rerankers of rerank.h. The chat model's: the answer ids
+ * found once, then per call one engine request a document, whose events
+ * are gathered under a mutex until every request has finished. The cross-
+ * encoder's: the pairs tokenized, one embedder call, the logits mapped.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engine/embedder.h"
 #include "engine/engine.h"
 #include "engine/rerank.h"
 #include "tokenizer/chat.h"
@@ -20,6 +22,8 @@ static const char SYSTEM[] =
     "Answer only \"yes\" or \"no\".";
 
 struct reranker {
+    struct embedder *em;        /* a cross-encoder's (NULL: the chat model judges) */
+    const struct encoder *enc;
     struct engine *e;
     const struct tokenizer *tok;
     const struct chat_format *fmt;
@@ -63,7 +67,64 @@ struct reranker *reranker_new(struct engine *e, const struct tokenizer *tok, con
     return r;
 }
 
+struct reranker *reranker_new_encoder(struct embedder *em, const struct encoder *e, struct kvik_err *err) {
+    if (encoder_hparams(e)->pooling != ENCODER_POOL_RANK || encoder_hparams(e)->n_labels < 1) {
+        err_set(err, KVIK_ERR_UNSUPPORTED, "reranker: the encoder has no classification head (not a cross-encoder)");
+        return NULL;
+    }
+    struct reranker *r = calloc(1, sizeof *r);
+    if (!r) {
+        err_set(err, KVIK_ERR_NOMEM, "reranker: out of memory");
+        return NULL;
+    }
+    r->em = em;
+    r->enc = e;
+    return r;
+}
+
 void reranker_free(struct reranker *r) { free(r); }
+
+/* A cross-encoder's score from its logits y[n]: the sigmoid of one, else
+ * the softmax probability of the last. */
+static float logits_score(const float *y, int n) {
+    if (n == 1) return (float)(1.0 / (1.0 + exp(-(double)y[0])));
+    double m = y[0], z = 0;
+    for (int i = 1; i < n; i++) m = y[i] > m ? y[i] : m;
+    for (int i = 0; i < n; i++) z += exp((double)y[i] - m);
+    return (float)(exp((double)y[n - 1] - m) / z);
+}
+
+static kvik_status encoder_score(struct reranker *r, const char *query, size_t qlen, int n, const char *const *docs,
+                                 const size_t *lens, float *scores, int64_t *tokens, struct kvik_err *err) {
+    const struct encoder_hparams *hp = encoder_hparams(r->enc);
+    size_t ctx = (size_t)hp->n_ctx;
+    int32_t *ids = malloc((size_t)n * ctx * sizeof *ids);
+    uint8_t *types = malloc((size_t)n * ctx);
+    const int32_t **rows = malloc((size_t)n * sizeof *rows);
+    const uint8_t **trows = malloc((size_t)n * sizeof *trows);
+    int *n_ids = malloc((size_t)n * sizeof *n_ids);
+    float *y = malloc((size_t)n * (size_t)hp->n_labels * sizeof *y);
+    kvik_status s = ids && types && rows && trows && n_ids && y ? KVIK_OK
+                                                                : err_set(err, KVIK_ERR_NOMEM, "reranker: out of memory");
+    for (int i = 0; !s && i < n; i++) {
+        int64_t k = encoder_tokenize_pair(r->enc, query, qlen, docs[i], lens[i], ids + (size_t)i * ctx,
+                                          types + (size_t)i * ctx, (int64_t)ctx);
+        if (k < 0) s = err_set(err, (kvik_status)k, "reranker: a pair could not be tokenized");
+        rows[i] = ids + (size_t)i * ctx;
+        trows[i] = types + (size_t)i * ctx;
+        n_ids[i] = (int)k;
+        if (tokens && k > 0) *tokens += k;
+    }
+    if (!s) s = embedder_embed(r->em, n, rows, trows, n_ids, y, err);
+    for (int i = 0; !s && i < n; i++) scores[i] = logits_score(y + (size_t)i * (size_t)hp->n_labels, hp->n_labels);
+    free(ids);
+    free(types);
+    free(rows);
+    free(trows);
+    free(n_ids);
+    free(y);
+    return s;
+}
 
 /* n bytes of s at most, cut back to a UTF-8 character boundary. */
 static size_t cut_utf8(const char *s, size_t len, size_t n) {
@@ -145,6 +206,7 @@ kvik_status reranker_score(struct reranker *r, const char *query, size_t qlen, i
                            const size_t *lens, float *scores, int64_t *tokens, struct kvik_err *err) {
     if (tokens) *tokens = 0;
     if (n <= 0) return KVIK_OK;
+    if (r->em) return encoder_score(r, query, qlen, n, docs, lens, scores, tokens, err);
     struct call c = {.pending = 0, .r = r, .scores = scores};
     struct one *ones = calloc((size_t)n, sizeof *ones);
     c.failed = calloc((size_t)n, sizeof *c.failed);

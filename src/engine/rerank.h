@@ -1,7 +1,15 @@
 /*
- * rerank.h — how relevant documents are to a query, judged by a chat model
- * on the serving engine.
+ * rerank.h — how relevant documents are to a query, judged by a cross-
+ * encoder or by a chat model on the serving engine.
  *
+ * A cross-encoder (encoder.h, pooling RANK) reads each (query, document)
+ * pair as one sequence, [CLS] query [SEP] document [SEP], cut to its
+ * positions by longest-first truncation. Its logits become the score: the
+ * sigmoid of a single label, else the softmax probability of the last
+ * label (the "relevant" class of two-label models). The pairs of a call go
+ * to the embedder together and are batched with concurrent calls.
+ *
+ * The chat model:
  * Each (query, document) pair is one chat, rendered by the model's own
  * template: a system message asking for a yes-or-no judgement, and a user
  * message holding the query and the document (plain text, never control
@@ -26,6 +34,8 @@
 #include "base/base.h"
 
 struct engine;
+struct embedder;
+struct encoder;
 struct tokenizer;
 struct chat_format;
 struct reranker;
@@ -42,11 +52,15 @@ struct reranker_config {
  * token. */
 struct reranker *reranker_new(struct engine *e, const struct tokenizer *tok, const struct chat_format *fmt,
                               const struct reranker_config *cfg, struct kvik_err *err);
+/* Over a cross-encoder e and its embedder em (both must outlive it).
+ * KVIK_ERR_UNSUPPORTED when e has no classification head. */
+struct reranker *reranker_new_encoder(struct embedder *em, const struct encoder *e, struct kvik_err *err);
 void reranker_free(struct reranker *r); /* NULL is fine */
 
 /* Scores docs[0..n) (lens[i] bytes each) for query into scores[n], each in
  * [0, 1]; *tokens (may be NULL) gets the prompt tokens used. Blocks until
- * all are scored. KVIK_ERR_BUSY when the engine's queue is full. */
+ * all are scored. KVIK_ERR_BUSY when the engine's queue is full or the
+ * embedder is stopping. */
 kvik_status reranker_score(struct reranker *r, const char *query, size_t qlen, int n, const char *const *docs,
                            const size_t *lens, float *scores, int64_t *tokens, struct kvik_err *err);
 

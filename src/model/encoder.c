@@ -29,6 +29,8 @@ struct encoder {
     const float *type_embd;                  /* [n_types][n_embd] */
     const float *ln_w, *ln_b;                /* of the summed embeddings */
     struct enc_layer *layers;
+    struct tensor_matrix cls, cls_out; /* the head (RANK): cls.data NULL without a pooler */
+    const float *cls_b, *cls_out_b;    /* their biases (NULL: none) */
     void *panels;
     uint64_t identity;
 };
@@ -87,12 +89,34 @@ static kvik_status read_hparams(const struct gguf *g, struct encoder_hparams *hp
     st = gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &eps, err);
     if (st && st != KVIK_ERR_NOT_FOUND) return st;
     if (nl < 1 || nl > 1024 || d < 1 || d > 65536 || ff < 1 || ff > 262144 || nh < 1 || d % nh || ctx < 3 ||
-        ctx > 1 << 20 || types < 1 || types > 1024 || !(eps > 0 && eps < 1) || pool > ENCODER_POOL_LAST)
+        ctx > 1 << 20 || types < 1 || types > 1024 || !(eps > 0 && eps < 1) || pool > ENCODER_POOL_RANK)
         return err_set(err, KVIK_ERR_FORMAT, "encoder: hyperparameters out of range (layers %u, width %u, ff %u, "
                        "heads %u, context %u, types %u, pooling %u)", nl, d, ff, nh, ctx, types, pool);
     *hp = (struct encoder_hparams){.n_layer = (int)nl, .n_embd = (int)d, .n_ff = (int)ff, .n_head = (int)nh,
                                    .head_dim = (int)(d / nh), .n_ctx = (int)ctx, .n_types = (int)types,
                                    .eps = eps, .pooling = pool == ENCODER_POOL_NONE ? ENCODER_POOL_MEAN : (int)pool};
+    return KVIK_OK;
+}
+
+/* The classification head of a RANK file: cls.output.weight [n_embd] ->
+ * [n_labels] (required) and the pooler cls.weight [n_embd] -> [n_embd]
+ * (optional), each with an optional bias. */
+static kvik_status bind_head(struct encoder *e, struct kvik_err *err) {
+    const struct gguf *g = e->file;
+    int64_t d = e->hp.n_embd, i = gguf_find_tensor(g, "cls.output.weight");
+    if (i < 0) return err_set(err, KVIK_ERR_FORMAT, "encoder: a ranking file without 'cls.output.weight'");
+    const struct gguf_tensor *t = gguf_tensor(g, i);
+    if (t->n_dims != 2 || t->ne[1] < 1 || t->ne[1] > 1024)
+        return err_set(err, KVIK_ERR_FORMAT, "encoder: cls.output.weight must have 1..1024 rows");
+    e->hp.n_labels = (int)t->ne[1];
+    kvik_status st;
+    if ((st = model_bind_matrix(g, "cls.output.weight", d, e->hp.n_labels, &e->cls_out, err)) ||
+        (st = model_bind_vector(g, "cls.output.bias", e->hp.n_labels, true, &e->cls_out_b, err)))
+        return st;
+    if (gguf_find_tensor(g, "cls.weight") < 0) return KVIK_OK;
+    if ((st = model_bind_matrix(g, "cls.weight", d, d, &e->cls, err)) ||
+        (st = model_bind_vector(g, "cls.bias", d, true, &e->cls_b, err)))
+        return st;
     return KVIK_OK;
 }
 
@@ -132,6 +156,7 @@ static kvik_status bind_weights(struct encoder *e, struct kvik_err *err) {
                                 err)) ||
         (st = bind_norm(g, "token_embd_norm", hp->n_embd, &e->ln_w, &e->ln_b, err)))
         return st;
+    if (hp->pooling == ENCODER_POOL_RANK && (st = bind_head(e, err))) return st;
     e->layers = calloc((size_t)hp->n_layer, sizeof *e->layers);
     if (!e->layers) return err_set(err, KVIK_ERR_NOMEM, "encoder: out of memory");
     int64_t d = hp->n_embd, ff = hp->n_ff;
@@ -199,6 +224,9 @@ void encoder_free(struct encoder *e) {
 const struct encoder_hparams *encoder_hparams(const struct encoder *e) { return &e->hp; }
 const struct tokenizer *encoder_tokenizer(const struct encoder *e) { return e->tok; }
 uint64_t encoder_identity(const struct encoder *e) { return e->identity; }
+int encoder_out_dim(const struct encoder *e) {
+    return e->hp.pooling == ENCODER_POOL_RANK ? e->hp.n_labels : e->hp.n_embd;
+}
 
 int64_t encoder_tokenize(const struct encoder *e, const char *text, size_t len, int32_t *out, int64_t max) {
     int64_t cap = e->hp.n_ctx - 2;
@@ -209,6 +237,34 @@ int64_t encoder_tokenize(const struct encoder *e, const char *text, size_t len, 
     out[0] = tokenizer_bos(e->tok);
     out[n + 1] = tokenizer_eos(e->tok);
     return n + 2;
+}
+
+int64_t encoder_tokenize_pair(const struct encoder *e, const char *a, size_t alen, const char *b, size_t blen,
+                              int32_t *ids, uint8_t *types, int64_t max) {
+    int64_t B = e->hp.n_ctx - 3;
+    if (max < e->hp.n_ctx) return KVIK_ERR_INVALID_ARG;
+    int32_t *tb = malloc((size_t)B * sizeof *tb);
+    if (!tb) return KVIK_ERR_NOMEM;
+    /* a's first B tokens straight to their place; b's aside */
+    int64_t na = tokenizer_encode(e->tok, a, alen, false, false, ids + 1, B);
+    int64_t nb = na < 0 ? 0 : tokenizer_encode(e->tok, b, blen, false, false, tb, B);
+    if (na < 0 || nb < 0) {
+        free(tb);
+        return na < 0 ? na : nb;
+    }
+    if (na + nb > B) {
+        int64_t s = na <= nb ? na : nb, keep_s = s < B / 2 ? s : B / 2;
+        if (na <= nb) na = keep_s, nb = B - keep_s;
+        else nb = keep_s, na = B - keep_s;
+    }
+    ids[0] = tokenizer_bos(e->tok);
+    ids[na + 1] = tokenizer_eos(e->tok);
+    memcpy(ids + na + 2, tb, (size_t)nb * sizeof *tb);
+    ids[na + nb + 2] = tokenizer_eos(e->tok);
+    free(tb);
+    int64_t n = na + nb + 3;
+    for (int64_t i = 0; i < n; i++) types[i] = i < na + 2 ? 0 : 1;
+    return n;
 }
 
 /* ---- forward ----------------------------------------------------------- */
@@ -337,15 +393,40 @@ static void embd_row(const struct tensor_matrix *m, int64_t row, float *out) {
     tensor_type_traits(m->type)->to_float((const uint8_t *)m->data + (size_t)row * m->row_bytes, out, m->cols);
 }
 
-kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *ids, const int *n_ids, int pooling,
-                          bool normalize, float *out, struct kvik_err *err) {
+/* y[n_labels] = the head over the first token's state x[n_embd]; tmp has
+ * n_embd floats. */
+static void rank_head(const struct encoder *e, const float *x, float *tmp, float *y) {
+    int64_t d = e->hp.n_embd;
+    float *row = tmp + d; /* a weight row, after the pooled state */
+    const float *h = x;
+    if (e->cls.data) {
+        for (int64_t r = 0; r < d; r++) {
+            embd_row(&e->cls, r, row);
+            double s = e->cls_b ? e->cls_b[r] : 0.0;
+            for (int64_t k = 0; k < d; k++) s += (double)row[k] * x[k];
+            tmp[r] = (float)tanh(s);
+        }
+        h = tmp;
+    }
+    for (int r = 0; r < e->hp.n_labels; r++) {
+        embd_row(&e->cls_out, r, row);
+        double s = e->cls_out_b ? e->cls_out_b[r] : 0.0;
+        for (int64_t k = 0; k < d; k++) s += (double)row[k] * h[k];
+        y[r] = (float)s;
+    }
+}
+
+kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *ids, const uint8_t *const *types,
+                          const int *n_ids, int pooling, bool normalize, float *out, struct kvik_err *err) {
     const struct encoder *e = c->e;
     const struct encoder_hparams *hp = &e->hp;
     int64_t d = hp->n_embd, T = 0;
     if (n < 1) return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: no texts");
     if (pooling == ENCODER_POOL_NONE) pooling = hp->pooling;
-    if (pooling < ENCODER_POOL_MEAN || pooling > ENCODER_POOL_LAST)
+    if (pooling < ENCODER_POOL_MEAN || pooling > ENCODER_POOL_RANK)
         return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: unknown pooling %d", pooling);
+    if (pooling == ENCODER_POOL_RANK && !e->hp.n_labels)
+        return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: the model has no classification head to rank with");
     for (int i = 0; i < n; i++) {
         if (n_ids[i] < 1 || n_ids[i] > hp->n_ctx)
             return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: text %d has %d tokens (1..%d)", i, n_ids[i],
@@ -353,6 +434,10 @@ kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *id
         for (int t = 0; t < n_ids[i]; t++)
             if (ids[i][t] < 0 || ids[i][t] >= hp->n_vocab)
                 return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: token %d of text %d is out of range", t, i);
+        for (int t = 0; types && t < n_ids[i]; t++)
+            if (types[i][t] >= hp->n_types)
+                return err_set(err, KVIK_ERR_INVALID_ARG, "encoder: token %d of text %d has type %d (0..%d)", t, i,
+                               types[i][t], hp->n_types - 1);
         T += n_ids[i];
     }
     if (T > c->max_tokens)
@@ -369,7 +454,8 @@ kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *id
             float *x = c->x + (size_t)(o + t) * d;
             embd_row(&e->tok_embd, ids[i][t], x);
             embd_row(&e->pos_embd, t, pos);
-            for (int64_t k = 0; k < d; k++) x[k] = x[k] + pos[k] + e->type_embd[k];
+            const float *type = e->type_embd + (types ? (size_t)types[i][t] * (size_t)d : 0);
+            for (int64_t k = 0; k < d; k++) x[k] = x[k] + pos[k] + type[k];
         }
     }
     layer_norm(c->x, T, d, e->ln_w, e->ln_b, hp->eps);
@@ -394,7 +480,9 @@ kvik_status encoder_embed(struct encoder_ctx *c, int n, const int32_t *const *id
         free(start);
         return err_set(err, st, "encoder: a product failed");
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; pooling == ENCODER_POOL_RANK && i < n; i++)
+        rank_head(e, c->x + (size_t)start[i] * d, c->tmp, out + (size_t)i * hp->n_labels);
+    for (int i = 0; pooling != ENCODER_POOL_RANK && i < n; i++) {
         float *y = out + (size_t)i * d;
         const float *x = c->x + (size_t)start[i] * d;
         if (pooling == ENCODER_POOL_MEAN) {

@@ -16,8 +16,8 @@
  *                                remote tokenizer reads it)
  *   /v1/files..., /v1/vector_stores...  OpenAI's Files and Vector Stores (stores.h; with an
  *                                embedding model), each API key its own tenant
- *   POST /v1/rerank, /rerank     relevance of documents to a query (the chat model judging,
- *                                engine/rerank.h), in the shape of llama.cpp's and Jina's
+ *   POST /v1/rerank, /rerank     relevance of documents to a query (a cross-encoder, or the
+ *                                chat model judging: engine/rerank.h), in the shape of llama.cpp's and Jina's
  * With an API key, every route but /, /health and /metrics needs
  * "Authorization: Bearer KEY" (compared in constant time), and any path
  * under /v1 answers 401 before 404 or 405 without it. The others
@@ -79,7 +79,10 @@ struct server {
     struct encoder *enc;     /* the embedding model (NULL: none) */
     struct embedder *emb;
     struct kb *kb;           /* files and vector stores (with an embedding model) */
-    struct reranker *rerank; /* the chat model as a reranker (NULL: none) */
+    struct reranker *rerank; /* the cross-encoder, else the chat model, as a reranker (NULL: none) */
+    struct encoder *renc;    /* the cross-encoder (NULL: none) */
+    struct embedder *remb;
+    char rerank_name[256];
     struct semcache *semcache; /* --semantic-cache (NULL: off) */
     struct stores *stores;
     char emb_name[256];
@@ -858,7 +861,7 @@ static enum MHD_Result handle_embeddings(struct server *s, struct MHD_Connection
         tokens += n_ids[i];
     }
     struct kvik_err err = {0};
-    kvik_status st = ok ? embedder_embed(s->emb, n, rows, n_ids, out, &err) : KVIK_OK;
+    kvik_status st = ok ? embedder_embed(s->emb, n, rows, NULL, n_ids, out, &err) : KVIK_OK;
     if (ok && st)
         ok = api_fail(&e, st == KVIK_ERR_BUSY ? 503 : 500, "server_error", NULL, NULL, "Embedding failed: %s",
                       err.msg);
@@ -910,7 +913,8 @@ static enum MHD_Result handle_rerank(struct server *s, struct MHD_Connection *co
     struct api_error e;
     if (!s->rerank) {
         api_fail(&e, 400, "invalid_request_error", "model_not_supported", NULL,
-                 "Reranking needs a chat model whose vocabulary spells yes and no as one token each.");
+                 "Reranking needs a cross-encoder (--rerank-model) or a chat model whose vocabulary spells yes "
+                 "and no as one token each.");
         return reply_error(s, conn, &e, METRICS_REJECT_INVALID);
     }
     struct api_rerank_request r;
@@ -926,7 +930,8 @@ static enum MHD_Result handle_rerank(struct server *s, struct MHD_Connection *co
     if (!st) {
         for (int i = 0; i < r.n; i++) rank[i] = (struct api_rank){i, scores[i]};
         qsort(rank, (size_t)r.n, sizeof *rank, cmp_rank);
-        body = resp_rerank(rank, r.top_n < r.n ? r.top_n : r.n, r.return_documents ? &r : NULL, s->name, tokens);
+        body = resp_rerank(rank, r.top_n < r.n ? r.top_n : r.n, r.return_documents ? &r : NULL,
+                           s->renc ? s->rerank_name : s->name, tokens);
     }
     free(scores);
     free(rank);
@@ -977,17 +982,18 @@ static enum MHD_Result handle_health(struct server *s, struct MHD_Connection *co
     return reply_json(s, conn, state == SRV_READY ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, root);
 }
 
-/* The served models: the chat model, then the embedding model. */
+/* The served models: the chat model, the embedding model, the reranker. */
 static int served_models(const struct server *s, const char **names, int *n_ctx) {
     int n = 0;
     if (s->engine) names[n] = s->name, n_ctx[n++] = s->n_ctx;
     if (s->enc) names[n] = s->emb_name, n_ctx[n++] = s->emb_ctx;
+    if (s->renc) names[n] = s->rerank_name, n_ctx[n++] = encoder_hparams(s->renc)->n_ctx;
     return n;
 }
 
 static enum MHD_Result handle_models(struct server *s, struct MHD_Connection *conn, const char *url) {
-    const char *names[2];
-    int n_ctx[2], n = served_models(s, names, n_ctx);
+    const char *names[3];
+    int n_ctx[3], n = served_models(s, names, n_ctx);
     if (!strcmp(url, "/v1/models")) {
         char *b = resp_models(names, n_ctx, n, s->created, true);
         return reply(s, conn, MHD_HTTP_OK, "application/json", b, b ? strlen(b) : 0, false);
@@ -1375,7 +1381,7 @@ static kvik_status kb_embed(void *ctx, int n, const char *const *texts, const si
         rows[i] = row;
         n_ids[i] = (int)k;
     }
-    if (!st) st = embedder_embed(s->emb, n, rows, n_ids, out, err);
+    if (!st) st = embedder_embed(s->emb, n, rows, NULL, n_ids, out, err);
     free(ids);
     free(rows);
     free(n_ids);
@@ -1385,7 +1391,8 @@ static kvik_status kb_embed(void *ctx, int n, const char *const *texts, const si
 static kvik_status kb_rerank(void *ctx, const char *query, size_t qlen, int n, const char *const *docs,
                              const size_t *lens, float *scores, struct kvik_err *err) {
     struct server *s = ctx;
-    if (!s->rerank) return err_set(err, KVIK_ERR_UNSUPPORTED, "no reranker: the server has no chat model that judges");
+    if (!s->rerank)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "no reranker: the server has no cross-encoder nor a chat model that judges");
     return reranker_score(s->rerank, query, qlen, n, docs, lens, scores, NULL, err);
 }
 
@@ -1416,19 +1423,59 @@ static bool load_encoder(struct server *s, const char *path) {
         fprintf(stderr, "kvik serve: cannot load the embedding model %s: %s\n", path, err.msg);
         return false;
     }
+    if (encoder_hparams(s->enc)->pooling == ENCODER_POOL_RANK) {
+        fprintf(stderr, "kvik serve: %s is a cross-encoder (a reranker), not an embedding model: give it as "
+                "--rerank-model\n", path);
+        return false;
+    }
     s->emb_ctx = encoder_hparams(s->enc)->n_ctx;
     if (path == s->cfg.model_path) snprintf(s->emb_name, sizeof s->emb_name, "%s", s->name);
     else file_model_name(path, s->emb_name, sizeof s->emb_name);
     return open_stores(s);
 }
 
+/* The cross-encoder at path as the server's reranker. */
+static bool load_reranker(struct server *s, const char *path) {
+    struct kvik_err err = {0};
+    fprintf(stderr, "kvik serve: loading the reranking model %s\n", path);
+    struct embedder_config ec = embedder_config_default();
+    if (s->cfg.embedding_threads) ec.n_threads = s->cfg.embedding_threads;
+    if (encoder_load(path, &s->renc, &err) || !(s->remb = embedder_new(s->renc, &ec, &err)) ||
+        !(s->rerank = reranker_new_encoder(s->remb, s->renc, &err))) {
+        fprintf(stderr, "kvik serve: cannot load the reranking model %s: %s\n", path, err.msg);
+        return false;
+    }
+    if (path == s->cfg.model_path) snprintf(s->rerank_name, sizeof s->rerank_name, "%s", s->name);
+    else file_model_name(path, s->rerank_name, sizeof s->rerank_name);
+    return true;
+}
+
+/* True when the encoder GGUF at path is a cross-encoder. */
+static bool is_rank_file(const char *path) {
+    struct gguf *g = NULL;
+    struct kvik_err err = {0};
+    uint32_t pool = 0;
+    bool rank = gguf_open(path, &g, &err) == KVIK_OK && gguf_get_u32(g, "bert.pooling_type", &pool, &err) == KVIK_OK &&
+                pool == ENCODER_POOL_RANK;
+    gguf_close(g);
+    return rank;
+}
+
 static bool load_model(struct server *s) {
     struct kvik_err err = {0};
     test_load_delay();
+    if (s->cfg.rerank_model && !load_reranker(s, s->cfg.rerank_model)) return false;
     if (is_encoder_file(s->cfg.model_path)) {
-        if (s->cfg.embedding_model) {
-            fprintf(stderr, "kvik serve: -m is an embedding model; --embedding-model goes with a chat model\n");
+        if (s->cfg.embedding_model || s->cfg.rerank_model) {
+            fprintf(stderr, "kvik serve: -m is an encoder; --embedding-model and --rerank-model go with a chat "
+                    "model\n");
             return false;
+        }
+        if (is_rank_file(s->cfg.model_path)) {
+            if (!load_reranker(s, s->cfg.model_path)) return false;
+            s->vocab = encoder_tokenizer(s->renc);
+            s->n_ctx = encoder_hparams(s->renc)->n_ctx;
+            return true;
         }
         if (!load_encoder(s, s->cfg.model_path)) return false;
         s->vocab = encoder_tokenizer(s->enc);
@@ -1494,7 +1541,7 @@ static bool load_model(struct server *s) {
                 (double)sc.threshold, sc.guard ? " and the same content words" : "", s->cfg.semcache_ttl_s,
                 (long long)sc.max_entries);
     }
-    if (s->have_fmt) {
+    if (s->have_fmt && !s->rerank) {
         struct reranker_config rc = {.n_ctx = s->n_ctx, .cache_key = 0x72657261ull};
         struct kvik_err rerr = {0};
         if (!(s->rerank = reranker_new(s->engine, s->tok, &s->fmt, &rc, &rerr)))
@@ -1526,6 +1573,8 @@ static void server_free(struct server *s) {
     semcache_free(s->semcache);
     embedder_free(s->emb); /* after the daemon: no request waits on it */
     encoder_free(s->enc);
+    embedder_free(s->remb);
+    encoder_free(s->renc);
     free(s->eog);
     chat_format_free(&s->fmt);
     tokenizer_free(s->tok);
@@ -1558,8 +1607,11 @@ int server_run(const struct server_config *cfg) {
     }
     atomic_store(&s->state, SRV_READY);
     if (s->engine)
-        fprintf(stderr, "kvik serve: ready: model '%s', context %d tokens%s%s%s\n", s->name, s->n_ctx,
-                s->enc ? ", embeddings by '" : "", s->enc ? s->emb_name : "", s->enc ? "'" : "");
+        fprintf(stderr, "kvik serve: ready: model '%s', context %d tokens%s%s%s%s%s%s\n", s->name, s->n_ctx,
+                s->enc ? ", embeddings by '" : "", s->enc ? s->emb_name : "", s->enc ? "'" : "",
+                s->renc ? ", reranking by '" : "", s->renc ? s->rerank_name : "", s->renc ? "'" : "");
+    else if (s->renc)
+        fprintf(stderr, "kvik serve: ready: reranking model '%s', %d positions\n", s->rerank_name, s->n_ctx);
     else
         fprintf(stderr, "kvik serve: ready: embedding model '%s', %d positions\n", s->emb_name, s->emb_ctx);
     if (s->cfg.api_key) fprintf(stderr, "kvik serve: API key required\n");

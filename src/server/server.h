@@ -65,7 +65,9 @@ struct server_config {
     int spec_max, spec_ngram; /* 0: the engine's defaults */
     const char *embedding_model; /* an encoder GGUF served on /v1/embeddings (NULL: none, unless
                                     model_path is itself an encoder: then it serves embeddings alone) */
-    int embedding_threads;   /* the encoder's thread pool (0: 1) */
+    int embedding_threads;   /* the encoder's thread pool (0: 1); also the cross-encoder's */
+    const char *rerank_model; /* a cross-encoder GGUF that answers /v1/rerank (NULL: the chat model
+                                 judges; model_path may itself be one: then it reranks alone) */
     const char *data_dir;    /* files and vector stores are kept here (NULL: in memory) */
     size_t max_file;         /* the largest file upload in bytes (64 MiB) */
     bool semantic_cache;     /* answer chat requests from the semantic cache (needs an embedding model) */
