@@ -296,3 +296,41 @@ int test_promtool_check(const char *text, char *out, size_t out_len) {
     remove(path);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -3;
 }
+
+/* The python of the pinned venv that scripts/SCRIPT builds (once, then
+ * cached) into python; false with the test skipped (no python or no PyPI:
+ * exit 77) or failed. */
+bool test_venv_python(const char *root, const char *script, char *python, size_t len) {
+    char cmd[2300], errpath[96];
+    snprintf(errpath, sizeof errpath, "/tmp/kvik-venv-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s/scripts/%s' 2>'%s'", root, script, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        test_fail(__FILE__, __LINE__, "popen failed");
+        return false;
+    }
+    if (!fgets(python, (int)len, p)) python[0] = 0;
+    int st = pclose(p);
+    python[strcspn(python, "\n")] = 0;
+    size_t elen;
+    char *venv_err = test_slurp(errpath, &elen);
+    remove(errpath);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !python[0]) {
+        /* the script's own message is the last line of its stderr */
+        const char *last = "building the venv failed";
+        if (venv_err) {
+            size_t n = strlen(venv_err);
+            while (n && venv_err[n - 1] == '\n') venv_err[--n] = 0;
+            char *nl = strrchr(venv_err, '\n');
+            if (n) last = nl ? nl + 1 : venv_err;
+        }
+        static char why[600]; /* test_skip keeps the pointer */
+        snprintf(why, sizeof why, "skipped (%s): %s", script, last);
+        free(venv_err);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
+        else test_fail(__FILE__, __LINE__, "%s", why);
+        return false;
+    }
+    free(venv_err);
+    return true;
+}

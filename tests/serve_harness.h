@@ -80,4 +80,9 @@ bool metrics_value(const char *text, const char *series, double *out);
  * is not installed; out gets its output. */
 int test_promtool_check(const char *text, char *out, size_t out_len);
 
+/* The python of the pinned venv that ROOT/scripts/SCRIPT builds (once,
+ * then cached) into python; false with the test skipped (no python or no
+ * PyPI: the script exits 77) or failed. */
+bool test_venv_python(const char *root, const char *script, char *python, size_t len);
+
 #endif /* KVIK_TESTS_SERVE_HARNESS_H */

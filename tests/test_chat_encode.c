@@ -523,6 +523,11 @@ TEST(chat_encode_bos_eos_and_errors) {
     CHECK(ids == NULL && n == 0);
     CHECK(strstr(err.msg, "robot") != NULL);
     CHECK(chat_encode(NULL, fam.tok, &m, 1, true, &ids, &n, &err) == KVIK_ERR_INVALID_ARG);
+    /* tools and tool calls are the model's own template's: a family refuses them */
+    const char *extra[1] = {"\"tool_call_id\":\"c\""};
+    CHECK(chat_encode_tools(&fam.fmt, fam.tok, &m, NULL, 1, "[]", true, &ids, &n, &err) == KVIK_ERR_UNSUPPORTED);
+    CHECK(chat_encode_tools(&fam.fmt, fam.tok, &m, extra, 1, NULL, true, &ids, &n, &err) == KVIK_ERR_UNSUPPORTED);
+    CHECK(ids == NULL && n == 0 && strstr(err.msg, "template"));
     CHECK(chat_encode(&fam.fmt, NULL, &m, 1, true, &ids, &n, &err) == KVIK_ERR_INVALID_ARG);
     /* BOS and EOS exactly as tokenizer_encode's add_special puts them */
     REQUIRE(chat_encode(&fam.fmt, fam.tok, &m, 1, true, &ids, &n, &err) == KVIK_OK);

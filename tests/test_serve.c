@@ -858,48 +858,6 @@ TEST(serve_1000_requests_leave_kv_cache_empty) {
 
 /* ---- the official OpenAI Python client ---------------------------------- */
 
-/* The python of the pinned venv that scripts/SCRIPT builds (once, then
- * cached) into python; false with the test skipped (no python or no PyPI:
- * exit 77) or failed. */
-static bool venv_python(const char *root, const char *script, char *python, size_t len) {
-    char cmd[2300], errpath[96];
-    snprintf(errpath, sizeof errpath, "/tmp/kvik-venv-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s/scripts/%s' 2>'%s'", root, script, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        test_fail(__FILE__, __LINE__, "popen failed");
-        return false;
-    }
-    if (!fgets(python, (int)len, p)) python[0] = 0;
-    int st = pclose(p);
-    python[strcspn(python, "\n")] = 0;
-    size_t elen;
-    char *venv_err = test_slurp(errpath, &elen);
-    remove(errpath);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !python[0]) {
-        /* the script's own message is the last line of its stderr */
-        const char *last = "building the venv failed";
-        if (venv_err) {
-            size_t n = strlen(venv_err);
-            while (n && venv_err[n - 1] == '\n') venv_err[--n] = 0;
-            char *nl = strrchr(venv_err, '\n');
-            if (n) last = nl ? nl + 1 : venv_err;
-        }
-        static char why[600]; /* test_skip keeps the pointer */
-        snprintf(why, sizeof why, "skipped (%s): %s", script, last);
-        free(venv_err);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 77) test_skip(why);
-        else test_fail(__FILE__, __LINE__, "%s", why);
-        return false;
-    }
-    free(venv_err);
-    return true;
-}
-
-/* The OpenAI client's venv (scripts/serve-venv.sh). */
-static bool serve_python(const char *root, char *python, size_t len) {
-    return venv_python(root, "serve-venv.sh", python, len);
-}
 
 /* Runs a client script (a shell command line) and checks it reports no
  * failure. */
@@ -926,7 +884,7 @@ TEST(serve_openai_python_client) {
     char model[1024];
     if (!test_default_model(model, sizeof model)) return;
     char cmd[2300], python[1024] = "";
-    if (!serve_python(root, python, sizeof python)) return;
+    if (!test_venv_python(root, "serve-venv.sh", python, sizeof python)) return;
     struct serve_proc s;
     if (!serve_start(&s, "-t 2 -c 512 --api-key py-test-key", 120)) return;
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/openai_client_test.py' --base-url http://127.0.0.1:%d/v1 --api-key py-test-key 2>&1",
@@ -945,7 +903,7 @@ TEST(serve_openai_embeddings_client) {
     }
     if (!test_cached_model("all-MiniLM-L6-v2-F16.gguf", model, sizeof model)) return;
     char cmd[2300], python[1024] = "";
-    if (!serve_python(root, python, sizeof python)) return;
+    if (!test_venv_python(root, "serve-venv.sh", python, sizeof python)) return;
     struct serve_proc s;
     snprintf(args, sizeof args, "-m %s -t 1 --api-key emb-key", model);
     if (!serve_start(&s, args, 60)) return;
@@ -967,7 +925,7 @@ TEST(serve_lm_eval_harness) {
     }
     char model[1024];
     if (!test_default_model(model, sizeof model)) return;
-    if (!venv_python(root, "lm-eval-venv.sh", python, sizeof python)) return;
+    if (!test_venv_python(root, "lm-eval-venv.sh", python, sizeof python)) return;
     struct serve_proc s;
     if (!serve_start(&s, "-t 2 -c 512", 120)) return;
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/serve/lm_eval_test.py' --base-url http://127.0.0.1:%d --root '%s' 2>&1",
@@ -991,7 +949,7 @@ TEST(serve_golden_openai_client) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
-    if (!serve_python(root, python, sizeof python)) return;
+    if (!test_venv_python(root, "serve-venv.sh", python, sizeof python)) return;
     int ran = 0;
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         char path[1024], args[1400], cmd[3000];

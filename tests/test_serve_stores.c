@@ -44,15 +44,7 @@ TEST(serve_stores_openai_client) {
         test_skip("KVIK_TEST_DATA does not name ROOT/tests/data");
         return;
     }
-    snprintf(cmd, sizeof cmd, "'%s/scripts/serve-venv.sh' 2>/dev/null", root);
-    FILE *p = popen(cmd, "r");
-    if (!p || !fgets(python, sizeof python, p)) {
-        if (p) pclose(p);
-        test_skip("the OpenAI client's venv could not be made (scripts/serve-venv.sh)");
-        return;
-    }
-    pclose(p);
-    python[strcspn(python, "\n")] = 0;
+    if (!test_venv_python(root, "serve-venv.sh", python, sizeof python)) return;
     char dir[] = "/tmp/kvik-stores-XXXXXX";
     REQUIRE(mkdtemp(dir));
     struct serve_proc s;

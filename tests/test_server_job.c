@@ -314,6 +314,154 @@ TEST(server_job_stream_chunks_hold_back_stop_prefixes) {
     model_free(m);
 }
 
+/* Streams text through a job, token by token, with rc's tools; returns the
+ * SSE text (malloc'd) and, in *full, the whole response's body. */
+static char *tool_stream(struct tokenizer *tok, const struct resp_ctx *rc, const char *text, char **full) {
+    struct job *j = job_new(tok, 1, false, NULL, 0, false);
+    *full = NULL;
+    if (!j) return NULL;
+    struct sbuf out = {0};
+    int32_t ids[256];
+    int64_t n = tokenizer_encode(tok, text, strlen(text), false, false, ids, 256);
+    for (int64_t i = 0; i < n; i++) {
+        struct engine_event ev = {.choice = 0, .token = ids[i]};
+        job_on_event(j, &ev);
+        pthread_mutex_lock(&j->mu);
+        resp_stream_step(rc, j, &out);
+        pthread_mutex_unlock(&j->mu);
+    }
+    struct engine_event fin = {.choice = 0, .finish = ENGINE_FINISH_STOP, .n_prompt = 3, .n_generated = (int)n};
+    job_on_event(j, &fin);
+    pthread_mutex_lock(&j->mu);
+    CHECK(resp_stream_step(rc, j, &out));
+    *full = resp_full(rc, j);
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+    return out.p;
+}
+
+/* The streamed content, the calls (name(args);...) and the finish reason. */
+static void stream_parts(const char *sse, struct sbuf *content, struct sbuf *calls, char *finish, size_t flen) {
+    json_t *ev[256];
+    bool done;
+    int ne = sse_events(sse, ev, 256, &done);
+    CHECK(done);
+    finish[0] = 0;
+    for (int i = 0; i < ne; i++) {
+        json_t *c = json_array_get(json_object_get(ev[i], "choices"), 0), *d = json_object_get(c, "delta");
+        json_t *t = json_object_get(d, "content");
+        if (json_is_string(t)) sbuf_add(content, json_string_value(t), json_string_length(t));
+        json_t *tc = json_object_get(d, "tool_calls");
+        for (size_t k = 0; k < json_array_size(tc); k++) {
+            json_t *f = json_object_get(json_array_get(tc, k), "function");
+            const char *nm = json_string_value(json_object_get(f, "name")), *a = json_string_value(json_object_get(f, "arguments"));
+            CHECK(!strncmp(json_string_value(json_object_get(json_array_get(tc, k), "id")), "call_", 5));
+            sbuf_add(calls, nm, strlen(nm));
+            sbuf_add(calls, "(", 1);
+            sbuf_add(calls, a, strlen(a));
+            sbuf_add(calls, ");", 2);
+        }
+        if (json_is_string(json_object_get(c, "finish_reason")))
+            snprintf(finish, flen, "%s", json_string_value(json_object_get(c, "finish_reason")));
+        json_decref(ev[i]);
+    }
+}
+
+TEST(server_job_tool_calls_streamed_and_whole) {
+    struct model *m;
+    struct tokenizer *tok = load_tok(&m);
+    if (!tok) {
+        model_free(m);
+        return;
+    }
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]";
+    static const struct {
+        const char *reply;
+        bool parallel;
+        const char *content; /* streamed; whole: the same, null when empty */
+        const char *calls;
+        const char *finish;
+    } cases[] = {
+        {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+         true, "Let me check.", "get_weather({\"city\":\"Paris\"});", "tool_calls"},
+        {"<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>\n<tool_call>{\"name\":\"b\",\"arguments\":{\"x\":1}}</tool_call>",
+         true, "", "a({});b({\"x\":1});", "tool_calls"},
+        {"<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\",\"arguments\":{}}</tool_call>",
+         false, "", "a({});", "tool_calls"},
+        /* a bare call in a fence, of a declared function */
+        {"```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n```", true, "",
+         "get_weather({\"city\":\"Oslo\"});", "tool_calls"},
+        /* the same shape naming no declared function is text */
+        {"```json\n{\"name\": \"other\", \"arguments\": {}}\n```", true,
+         "```json\n{\"name\": \"other\", \"arguments\": {}}\n```", "", "stop"},
+        /* a malformed block is text, sent whole at the end */
+        {"Sure <tool_call>{\"name\": 5}</tool_call>", true, "Sure <tool_call>{\"name\": 5}</tool_call>", "", "stop"},
+        {"No tools needed: 4.", true, "No tools needed: 4.", "", "stop"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct resp_ctx rc = {0};
+        resp_ctx_init(&rc, API_ROUTE_CHAT, "smol");
+        rc.tool_style = TOOLCALL_HERMES;
+        rc.parallel_tools = cases[k].parallel;
+        rc.tools_json = TOOLS;
+        rc.prefill = "";
+        char *full = NULL, *sse = tool_stream(tok, &rc, cases[k].reply, &full);
+        struct sbuf content = {0}, calls = {0};
+        char finish[32];
+        stream_parts(sse, &content, &calls, finish, sizeof finish);
+        CHECK_MSG(!strcmp(content.p ? content.p : "", cases[k].content), "case %zu: streamed content '%s'", k,
+                  content.p ? content.p : "");
+        CHECK_MSG(!strcmp(calls.p ? calls.p : "", cases[k].calls), "case %zu: streamed calls '%s'", k,
+                  calls.p ? calls.p : "");
+        CHECK_MSG(!strcmp(finish, cases[k].finish), "case %zu: finish %s", k, finish);
+        /* the whole response says the same */
+        json_t *root = json_loads(full ? full : "", 0, NULL);
+        json_t *ch = json_array_get(json_object_get(root, "choices"), 0), *msg = json_object_get(ch, "message");
+        CHECK_STR(json_string_value(json_object_get(ch, "finish_reason")), cases[k].finish);
+        json_t *c = json_object_get(msg, "content");
+        if (*cases[k].content) CHECK_STR(json_string_value(c), cases[k].content);
+        else CHECK(json_is_null(c));
+        struct sbuf wc = {0};
+        json_t *tc = json_object_get(msg, "tool_calls");
+        CHECK(*cases[k].calls ? json_is_array(tc) : tc == NULL);
+        for (size_t i = 0; i < json_array_size(tc); i++) {
+            json_t *f = json_object_get(json_array_get(tc, i), "function");
+            const char *nm = json_string_value(json_object_get(f, "name")), *a = json_string_value(json_object_get(f, "arguments"));
+            sbuf_add(&wc, nm, strlen(nm));
+            sbuf_add(&wc, "(", 1);
+            sbuf_add(&wc, a, strlen(a));
+            sbuf_add(&wc, ");", 2);
+        }
+        CHECK_MSG(!strcmp(wc.p ? wc.p : "", cases[k].calls), "case %zu: calls '%s'", k, wc.p ? wc.p : "");
+        json_decref(root);
+        sbuf_free(&wc);
+        sbuf_free(&content);
+        sbuf_free(&calls);
+        free(sse);
+        free(full);
+    }
+    /* a prefill (tool_choice required) holds everything and is parsed with the reply */
+    struct resp_ctx rc = {0};
+    resp_ctx_init(&rc, API_ROUTE_CHAT, "smol");
+    rc.tool_style = TOOLCALL_HERMES;
+    rc.parallel_tools = true;
+    rc.tools_json = TOOLS;
+    rc.prefill = "<tool_call>\n{\"name\": \"";
+    char *full = NULL, *sse = tool_stream(tok, &rc, "get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", &full);
+    struct sbuf content = {0}, calls = {0};
+    char finish[32];
+    stream_parts(sse, &content, &calls, finish, sizeof finish);
+    CHECK(content.len == 0);
+    CHECK_STR(calls.p ? calls.p : "", "get_weather({\"city\":\"Rome\"});");
+    CHECK_STR(finish, "tool_calls");
+    sbuf_free(&content);
+    sbuf_free(&calls);
+    free(sse);
+    free(full);
+    tokenizer_free(tok);
+    model_free(m);
+}
+
 TEST(server_job_completions_shape_and_utf8) {
     struct model *m;
     struct tokenizer *tok = load_tok(&m);

@@ -77,6 +77,72 @@ TEST(server_request_chat_fields) {
     api_request_free(&r);
 }
 
+TEST(server_request_tools) {
+    struct api_request r;
+    struct api_error e;
+    const char *body =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"w\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}},"
+        "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"not json\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"17 C\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":{\"type\":\"object\"}}}],"
+        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"w\"}},\"parallel_tool_calls\":false}";
+    REQUIRE(parse(CHAT, body, &r, &e));
+    CHECK_EQ_INT(r.n_msgs, 3);
+    CHECK_EQ_INT(r.n_tools, 1);
+    CHECK_EQ_INT(r.tool_choice, API_TOOLS_NAMED);
+    CHECK_STR(r.tool_name, "w");
+    CHECK(!r.parallel_tool_calls);
+    CHECK(r.msg_extra[0] == NULL);
+    CHECK(r.msgs[1].content == NULL);
+    CHECK_STR(r.msgs[2].role, "tool");
+    /* arguments that parse become an object for the template; others stay a string */
+    CHECK_STR(r.msg_extra[1], "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":"
+                              "{\"city\":\"Paris\"}},\"id\":\"call_1\"},{\"type\":\"function\",\"function\":"
+                              "{\"name\":\"w\",\"arguments\":\"not json\"},\"id\":\"call_2\"}]");
+    CHECK_STR(r.msg_extra[2], "\"tool_call_id\":\"call_1\"");
+    CHECK(r.tools_json && strstr(r.tools_json, "\"name\":\"w\""));
+    api_request_free(&r);
+    /* defaults, and the string choices */
+    REQUIRE(parse(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[]}", &r, &e));
+    CHECK(r.tools_json == NULL && r.tool_choice == API_TOOLS_AUTO && r.parallel_tool_calls);
+    api_request_free(&r);
+    static const char *const choices[] = {"auto", "none", "required"};
+    for (int k = 0; k < 3; k++) {
+        char b[512];
+        snprintf(b, sizeof b, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"%s\","
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}]}", choices[k]);
+        REQUIRE(parse(CHAT, b, &r, &e));
+        CHECK_EQ_INT(r.tool_choice, k == 0 ? API_TOOLS_AUTO : k == 1 ? API_TOOLS_NONE : API_TOOLS_REQUIRED);
+        api_request_free(&r);
+    }
+    /* what is refused */
+#define MSGS "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+#define TOOL "[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}]"
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":{}}", 400, "invalid_type", "tools");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":[{\"type\":\"retrieval\"}]}", 400, "invalid_value", "tools[0]");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", 400, "invalid_value", "tools[0]");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\",\"parameters\":[]}}]}", 400,
+                 "invalid_value", "tools[0]");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":" TOOL ",\"tool_choice\":\"maybe\"}", 400, "invalid_value", "tool_choice");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":" TOOL ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"v\"}}}",
+                 400, "invalid_value", "tool_choice");
+    EXPECT_ERROR(CHAT, MSGS ",\"tool_choice\":\"required\"}", 400, "invalid_value", "tool_choice");
+    EXPECT_ERROR(CHAT, MSGS ",\"tools\":" TOOL ",\"parallel_tool_calls\":1}", 400, "invalid_type", "parallel_tool_calls");
+    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "missing_required_parameter",
+                 "messages[0].tool_call_id");
+    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", 400, "invalid_value",
+                 "messages[0].tool_calls");
+    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[]}]}", 400, "invalid_type",
+                 "messages[0].tool_calls");
+    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"w\"}}]}]}", 400,
+                 "invalid_value", "messages[0].tool_calls[0]");
+    EXPECT_ERROR(COMPL, "{\"prompt\":\"x\",\"tools\":" TOOL "}", 400, "unsupported_parameter", "tools");
+#undef MSGS
+#undef TOOL
+}
+
 TEST(server_request_defaults_are_openais) {
     struct api_request r;
     struct api_error e;
@@ -186,7 +252,7 @@ TEST(server_request_rejects_wrong_types) {
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"content\":\"x\"}]}", 400, "missing_required_parameter", "messages[0].role");
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", 400, "invalid_type", "messages[0].role");
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400, "invalid_value", "messages[0].role");
-    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "invalid_value", "messages[0].role");
+    EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400, "invalid_value", "messages[0].role");
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"user\"}]}", 400, "missing_required_parameter", "messages[0].content");
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "invalid_type", "messages[0].content");
     EXPECT_ERROR(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
@@ -236,7 +302,7 @@ TEST(server_request_rejects_out_of_range_values) {
     FIELD_ERROR("\"stream_options\":{\"include_usage\":true}", "invalid_value", "stream_options");
     FIELD_ERROR("\"stop\":\"\"", "invalid_value", "stop");
     FIELD_ERROR("\"stop\":[\"ok\",\"\"]", "invalid_value", "stop[1]");
-    FIELD_ERROR("\"tools\":[{\"type\":\"function\"}]", "unsupported_parameter", "tools");
+    FIELD_ERROR("\"tools\":[{\"type\":\"function\"}]", "invalid_value", "tools[0]");
     FIELD_ERROR("\"logit_bias\":{\"5\":10}", "unsupported_parameter", "logit_bias");
     FIELD_ERROR("\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format");
     /* a very long stop string */

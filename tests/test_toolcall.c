@@ -106,3 +106,34 @@ TEST(toolcall_style_of_real_templates) {
         free(t);
     }
 }
+
+TEST(toolcall_bare_calls_of_declared_functions) {
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]";
+    static const struct {
+        const char *reply;
+        int want;
+        const char *args;
+    } cases[] = {
+        {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", 1, "{\"city\":\"Paris\"}"},
+        {"  \n```json\n{\"name\": \"get_weather\", \"arguments\": {}}\n```\n", 1, "{}"},
+        {"```\n{\"name\": \"get_weather\", \"parameters\": {\"a\": [1]}}\n```", 1, "{\"a\":[1]}"},
+        {"{\"name\": \"get_time\", \"arguments\": {}}", 0, NULL},           /* not declared */
+        {"{\"name\": \"get_weather\", \"arguments\": {}} and more", 0, NULL}, /* not alone */
+        {"Here: {\"name\": \"get_weather\", \"arguments\": {}}", 0, NULL},
+        {"```json\n{\"name\": \"get_weather\", \"arguments\": {}}", 0, NULL}, /* an open fence */
+        {"{\"name\": \"get_weather\"}", 0, NULL},                               /* no arguments */
+        {"", 0, NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct toolcall c;
+        int n = toolcall_parse_bare(cases[k].reply, strlen(cases[k].reply), TOOLS, &c);
+        CHECK_MSG(n == cases[k].want, "case %zu: %d", k, n);
+        if (n == 1) {
+            CHECK_STR(c.name, "get_weather");
+            CHECK_STR(c.arguments, cases[k].args);
+            toolcall_free(&c, 1);
+        }
+    }
+    struct toolcall c;
+    CHECK(toolcall_parse_bare("{\"name\":\"get_weather\",\"arguments\":{}}", 39, NULL, &c) == 0);
+}

@@ -89,6 +89,7 @@ struct server {
     int emb_ctx;             /* its positions */
     struct chat_format fmt;
     bool have_fmt;
+    enum toolcall_style tool_style; /* how the template asks for tool calls (NONE: it has no tools) */
     bool chat_strip_space; /* the vocabulary writes a space before words (SentencePiece) */
     struct engine *engine;
     int32_t *eog;          /* [n_eog] end-of-generation ids for the engine */
@@ -300,6 +301,8 @@ struct stream {
     struct MHD_Connection *conn;
     struct resp_ctx rc;
     char *echo;          /* owned copy of rc.echo */
+    char *prefill;       /* owned: rc.prefill */
+    char *tools;         /* owned: rc.tools_json */
     struct sbuf out;
     size_t out_pos;
     bool finished;
@@ -373,6 +376,8 @@ static void stream_free(void *cls) {
     atomic_fetch_sub(&st->s->inflight, 1);
     sbuf_free(&st->out);
     free(st->echo);
+    free(st->prefill);
+    free(st->tools);
     free(st->cache_vec);
     free(st->cache_q);
     free(st);
@@ -404,14 +409,72 @@ enum start_result { START_OK, START_ERROR, START_NOMEM, START_UNAVAILABLE };
 /* Prepares one prompt of req (tokens, echo, job) and submits it to the
  * engine; *out is its stream state, the job running. On failure e and
  * *why say what to answer (START_ERROR), or nothing was started. */
+/* With tool_choice required or a named function, the start of a call is
+ * written into the prompt (Hermes: "<tool_call>\n{\"name\": \"", Llama 3:
+ * "{\"name\": \"", the name and the arguments' key after it when named):
+ * its text into *prefill (malloc'd, "" when none), its ids after the
+ * prompt's. The tool name is data: its special-token text is not parsed. */
+static bool add_prefill(struct server *s, const struct api_request *req, struct api_prompt *pr, char **prefill,
+                        struct api_error *e) {
+    *prefill = NULL;
+    bool forced = req->tools_json && (req->tool_choice == API_TOOLS_REQUIRED || req->tool_choice == API_TOOLS_NAMED);
+    if (!forced) return (*prefill = strdup("")) != NULL;
+    bool hermes = s->tool_style == TOOLCALL_HERMES;
+    const char *open = hermes ? "<tool_call>\n" : "";
+    struct strbuf data = {0};
+    if (req->tool_choice == API_TOOLS_NAMED) {
+        strbuf_puts(&data, "{\"name\": ");
+        strbuf_json(&data, req->tool_name);
+        strbuf_puts(&data, hermes ? ", \"arguments\": " : ", \"parameters\": ");
+    } else {
+        strbuf_puts(&data, "{\"name\": \"");
+    }
+    int32_t buf[512];
+    int64_t a = tokenizer_encode(s->tok, open, strlen(open), false, true, buf, 256);
+    int64_t b = a >= 0 && a <= 256 ? tokenizer_encode(s->tok, data.p ? data.p : "", data.n, false, false, buf + a, 256) : -1;
+    int32_t *ids = b >= 0 && b <= 256 ? realloc(pr->ids, ((size_t)pr->n + (size_t)(a + b) + 1) * sizeof *ids) : NULL;
+    if (ids) {
+        memcpy(ids + pr->n, buf, (size_t)(a + b) * sizeof *ids);
+        pr->ids = ids;
+        pr->n += (int)(a + b);
+        if (pr->max_tokens > 1 && pr->max_tokens + pr->n > s->n_ctx) pr->max_tokens = s->n_ctx - pr->n;
+        size_t ol = strlen(open);
+        if ((*prefill = malloc(ol + data.n + 1))) {
+            memcpy(*prefill, open, ol);
+            memcpy(*prefill + ol, data.p ? data.p : "", data.n);
+            (*prefill)[ol + data.n] = 0;
+        }
+    }
+    free(data.p);
+    if (!ids || !*prefill || pr->n + 1 > s->n_ctx) {
+        free(*prefill);
+        *prefill = NULL;
+        return api_fail(e, ids ? 400 : 500, ids ? "invalid_request_error" : "server_error",
+                        ids ? "context_length_exceeded" : NULL, NULL,
+                        ids ? "The prompt is too long." : "Out of memory.");
+    }
+    return true;
+}
+
 static enum start_result start_job(struct server *s, struct MHD_Connection *conn, const struct api_request *req,
                                    struct stream **out, struct api_error *e, enum metrics_reject *why) {
     *out = NULL;
     enum api_route route = req->route;
     struct api_prompt pr;
-    if (!api_prepare(req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, e)) {
+    bool tools = req->tools_json && req->tool_choice != API_TOOLS_NONE;
+    if (tools && (!s->have_fmt || !s->fmt.jinja || s->tool_style == TOOLCALL_NONE)) {
+        api_fail(e, 400, "invalid_request_error", "model_not_supported", "tools",
+                 "The model's chat template does not say how it calls tools (kvik reads Hermes/Qwen2.5 "
+                 "<tool_call> blocks and Llama 3 JSON calls).");
+        *why = METRICS_REJECT_INVALID;
+        return START_ERROR;
+    }
+    char *prefill = NULL;
+    if (!api_prepare(req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, e) ||
+        !add_prefill(s, req, &pr, &prefill, e)) {
         bool ctx = e->code && !strcmp(e->code, "context_length_exceeded");
         *why = ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID;
+        api_prompt_free(&pr);
         return START_ERROR;
     }
     /* no max_tokens: the rest of the context, as far as the KV pool reaches */
@@ -422,6 +485,7 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
                             route == API_ROUTE_CHAT && s->chat_strip_space);
     if (!st || !j) {
         free(st);
+        free(prefill);
         if (j) job_engine_gone(j), job_release(j);
         api_prompt_free(&pr);
         return START_NOMEM;
@@ -430,6 +494,18 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
     st->j = j;
     st->conn = conn;
     resp_ctx_init(&st->rc, route, s->name);
+    st->prefill = prefill;
+    st->rc.prefill = prefill;
+    st->rc.tool_style = tools ? s->tool_style : TOOLCALL_NONE;
+    st->rc.parallel_tools = req->parallel_tool_calls;
+    if (tools && !(st->tools = strdup(req->tools_json))) {
+        free(st->prefill);
+        free(st);
+        job_engine_gone(j), job_release(j);
+        api_prompt_free(&pr);
+        return START_NOMEM;
+    }
+    st->rc.tools_json = st->tools;
     st->rc.include_usage = req->include_usage;
     st->rc.top_logprobs = req->top_logprobs;
     st->rc.n_prompt = pr.n;
@@ -443,6 +519,8 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
     if (prompt_lp && !job_set_prompt(j, pr.ids, pr.n, st->rc.echo_len)) {
         job_engine_gone(j), job_release(j);
         free(st->echo);
+        free(st->prefill);
+        free(st->tools);
         free(st);
         api_prompt_free(&pr);
         return START_NOMEM;
@@ -469,6 +547,8 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
         job_engine_gone(j);
         job_release(j);
         free(st->echo);
+        free(st->prefill);
+        free(st->tools);
         free(st);
         atomic_fetch_sub(&s->inflight, 1);
         if (kst == KVIK_ERR_BUSY) {
@@ -1320,6 +1400,12 @@ static void load_chat_template(struct server *s) {
     }
     if (chat_detect_gguf(s->model->file, &s->fmt, &err) == KVIK_OK) {
         s->have_fmt = true;
+        struct gguf_str t;
+        char *text = s->fmt.jinja && !gguf_get_str(s->model->file, "tokenizer.chat_template", &t, &err)
+                         ? strndup(t.ptr, t.len)
+                         : NULL;
+        s->tool_style = text ? toolcall_style_of(text) : TOOLCALL_NONE;
+        free(text);
         if (s->fmt.approximate)
             fprintf(stderr, "kvik serve: warning: the model's %s template does more than kvik renders\n",
                     chat_template_name(s->fmt.tmpl));

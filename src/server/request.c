@@ -274,6 +274,141 @@ static bool parse_content(json_t *c, size_t i, char **out, struct api_error *e) 
     return true;
 }
 
+/* The members of an assistant's tool calls or a tool result that the
+ * template gets beside role and content, as JSON text into *extra (NULL
+ * when the message has none): "tool_calls" (each {"id", "type":
+ * "function", "function": {"name", "arguments"}}, arguments a JSON object
+ * when the string given parses as one, as templates expect) and
+ * "tool_call_id" (required of a tool message). */
+static bool parse_tool_members(json_t *msg, size_t i, const char *role, char **extra, struct api_error *e) {
+    char param[96];
+    json_t *out = json_object();
+    if (!out) return nomem(e);
+    json_t *calls = json_object_get(msg, "tool_calls");
+    if (calls && !json_is_null(calls)) {
+        snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+        if (strcmp(role, "assistant")) {
+            json_decref(out);
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
+                            "Invalid '%s': only assistant messages have tool calls.", param);
+        }
+        if (!json_is_array(calls) || json_array_size(calls) == 0 || json_array_size(calls) > API_MAX_TOOLS) {
+            json_decref(out);
+            return type_error(e, param, "a non-empty array", calls);
+        }
+        json_t *list = json_array();
+        json_object_set_new(out, "tool_calls", list);
+        for (size_t k = 0; k < json_array_size(calls); k++) {
+            json_t *c = json_array_get(calls, k), *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+            json_t *id = json_is_object(c) ? json_object_get(c, "id") : NULL;
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
+            snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", i, k);
+            if (!json_is_string(name) || !json_is_string(args) || (id && !json_is_string(id))) {
+                json_decref(out);
+                return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
+                                "Invalid '%s': expected {\"id\", \"type\": \"function\", \"function\": {\"name\": "
+                                "string, \"arguments\": string}}.", param);
+            }
+            json_t *parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+            if (!json_is_object(parsed)) {
+                json_decref(parsed);
+                parsed = json_incref(args);
+            }
+            json_t *f = json_pack("{s:O,s:o}", "name", name, "arguments", parsed);
+            json_t *call = json_pack("{s:s,s:o}", "type", "function", "function", f);
+            if (id) json_object_set(call, "id", id);
+            json_array_append_new(list, call);
+        }
+    }
+    json_t *tid = json_object_get(msg, "tool_call_id");
+    if (!strcmp(role, "tool")) {
+        snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+        if (!json_is_string(tid)) {
+            json_decref(out);
+            return api_fail(e, 400, "invalid_request_error", "missing_required_parameter", param,
+                            "Missing required parameter: '%s'.", param);
+        }
+        json_object_set(out, "tool_call_id", tid);
+        json_t *name = json_object_get(msg, "name");
+        if (json_is_string(name)) json_object_set(out, "name", name);
+    }
+    *extra = NULL;
+    if (json_object_size(out)) {
+        char *s = json_dumps(out, JSON_COMPACT);
+        /* the members without the braces */
+        if (s && strlen(s) >= 2) {
+            memmove(s, s + 1, strlen(s) - 2);
+            s[strlen(s) - 2] = 0;
+        }
+        *extra = s;
+        if (!s) {
+            json_decref(out);
+            return nomem(e);
+        }
+    }
+    json_decref(out);
+    return true;
+}
+
+/* tools, tool_choice and parallel_tool_calls (chat). */
+static bool parse_tools(json_t *root, struct api_request *r, struct api_error *e) {
+    r->parallel_tool_calls = true;
+    if (get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e) == FIELD_BAD) return false;
+    json_t *tools = field(root, "tools");
+    if (tools && !json_is_array(tools)) return type_error(e, "tools", "an array", tools);
+    size_t n = json_array_size(tools);
+    if (n > API_MAX_TOOLS)
+        return api_fail(e, 400, "invalid_request_error", "array_above_max_length", "tools",
+                        "Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %zu instead.",
+                        API_MAX_TOOLS, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(tools, i), *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        json_t *params = json_is_object(fn) ? json_object_get(fn, "parameters") : NULL;
+        char param[64];
+        snprintf(param, sizeof param, "tools[%zu]", i);
+        if (!json_is_string(type) || strcmp(json_string_value(type), "function") || !json_is_string(name) ||
+            !json_string_length(name) || (params && !json_is_object(params)))
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
+                            "Invalid '%s': expected {\"type\": \"function\", \"function\": {\"name\": string, "
+                            "\"description\"?: string, \"parameters\"?: object}}.", param);
+    }
+    json_t *tc = field(root, "tool_choice");
+    if (tc && json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "auto")) r->tool_choice = API_TOOLS_AUTO;
+        else if (!strcmp(v, "none")) r->tool_choice = API_TOOLS_NONE;
+        else if (!strcmp(v, "required")) r->tool_choice = API_TOOLS_REQUIRED;
+        else
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "Invalid 'tool_choice': '%.40s' is not 'auto', 'none', 'required' or a function.", v);
+    } else if (tc) {
+        json_t *fn = json_is_object(tc) ? json_object_get(tc, "function") : NULL;
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(name))
+            return type_error(e, "tool_choice", "a string or {\"type\": \"function\", \"function\": {\"name\"}}", tc);
+        bool found = false;
+        for (size_t i = 0; i < n && !found; i++)
+            found = json_equal(json_object_get(json_object_get(json_array_get(tools, i), "function"), "name"), name);
+        if (!found)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "Invalid 'tool_choice': no tool is named '%.60s'.", json_string_value(name));
+        r->tool_choice = API_TOOLS_NAMED;
+        if (!(r->tool_name = dup_string(name, NULL))) return nomem(e);
+    }
+    if (n == 0) {
+        if (r->tool_choice == API_TOOLS_REQUIRED || r->tool_choice == API_TOOLS_NAMED)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "Invalid 'tool_choice': it needs 'tools'.");
+        return true;
+    }
+    r->n_tools = (int)n;
+    if (!(r->tools_json = json_dumps(tools, JSON_COMPACT))) return nomem(e);
+    return true;
+}
+
 static bool parse_messages(json_t *root, struct api_request *r, struct api_error *e) {
     json_t *m = field(root, "messages");
     if (!m)
@@ -288,7 +423,7 @@ static bool parse_messages(json_t *root, struct api_request *r, struct api_error
         return api_fail(e, 400, "invalid_request_error", "array_above_max_length", "messages",
                         "Invalid 'messages': array too long. Expected an array with maximum length %d, but got an array with length %zu instead.",
                         API_MAX_MESSAGES, n);
-    if (!(r->msgs = calloc(n, sizeof *r->msgs))) return nomem(e);
+    if (!(r->msgs = calloc(n, sizeof *r->msgs)) || !(r->msg_extra = calloc(n, sizeof *r->msg_extra))) return nomem(e);
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(m, i);
         char param[64];
@@ -304,12 +439,18 @@ static bool parse_messages(json_t *root, struct api_request *r, struct api_error
         const char *canon = !strcmp(rs, "system") || !strcmp(rs, "developer") ? "system"
                             : !strcmp(rs, "user")                             ? "user"
                             : !strcmp(rs, "assistant")                        ? "assistant"
+                            : !strcmp(rs, "tool")                             ? "tool"
                                                                               : NULL;
         if (!canon)
             return api_fail(e, 400, "invalid_request_error", "invalid_value", param,
-                            "Invalid value for '%s': supported roles are 'system', 'developer', 'user' and 'assistant' ('%.40s' given).",
+                            "Invalid value for '%s': supported roles are 'system', 'developer', 'user', 'assistant' and 'tool' ('%.40s' given).",
                             param, rs);
+        r->msgs[i].role = canon; /* static */
+        r->n_msgs = i + 1;       /* freed from here on, whatever follows */
+        if (!parse_tool_members(msg, i, canon, &r->msg_extra[i], e)) return false;
         json_t *content = json_object_get(msg, "content");
+        if (r->msg_extra[i] && !strcmp(canon, "assistant") && (!content || json_is_null(content)))
+            continue; /* tool calls alone: content NULL */
         if ((!content || json_is_null(content)) && strcmp(canon, "assistant") != 0) {
             snprintf(param, sizeof param, "messages[%zu].content", i);
             return api_fail(e, 400, "invalid_request_error", "missing_required_parameter", param,
@@ -317,9 +458,7 @@ static bool parse_messages(json_t *root, struct api_request *r, struct api_error
         }
         char *text = NULL;
         if (!parse_content(content, i, &text, e)) return false;
-        r->msgs[i].role = canon; /* static */
         r->msgs[i].content = text;
-        r->n_msgs = i + 1;
     }
     return true;
 }
@@ -423,8 +562,8 @@ static bool parse_stop(json_t *root, struct api_request *r, struct api_error *e)
  * refused rather than silently ignored. */
 static bool refuse_unsupported(json_t *root, const struct api_request *r, struct api_error *e) {
     json_t *v;
-    if ((v = field(root, "tools")) && (!json_is_array(v) || json_array_size(v) > 0))
-        return unsupported(e, "tools", "is not supported by this server");
+    if (r->route != API_ROUTE_CHAT && (v = field(root, "tools")) && (!json_is_array(v) || json_array_size(v) > 0))
+        return unsupported(e, "tools", "is supported on /v1/chat/completions only");
     if ((v = field(root, "functions")) && (!json_is_array(v) || json_array_size(v) > 0))
         return unsupported(e, "functions", "is not supported by this server");
     if ((v = field(root, "logit_bias")) && (!json_is_object(v) || json_object_size(v) > 0))
@@ -452,6 +591,7 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     if (get_string(root, "user", &r->user, e) == FIELD_BAD) return false;
     if (get_string(root, "cache_salt", &r->cache_salt, e) == FIELD_BAD) return false;
     if (chat ? !parse_messages(root, r, e) : !parse_prompt(root, r, e)) return false;
+    if (chat && !parse_tools(root, r, e)) return false;
 
     long long x;
     int st;
@@ -548,7 +688,11 @@ void api_request_free(struct api_request *r) {
     if (!r) return;
     free(r->model);
     for (size_t i = 0; i < r->n_msgs; i++) free((char *)r->msgs[i].content);
+    for (size_t i = 0; r->msg_extra && i < r->n_msgs; i++) free(r->msg_extra[i]);
     free(r->msgs);
+    free(r->msg_extra);
+    free(r->tools_json);
+    free(r->tool_name);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_more; i++) free(r->more[i].prompt), free(r->more[i].prompt_ids);
@@ -606,11 +750,13 @@ bool api_prepare(const struct api_request *r, const struct tokenizer *tok,
         struct kvik_err kerr = {0};
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        kvik_status st = chat_encode(fmt, tok, r->msgs, r->n_msgs, true, &ids, &n_ids, &kerr);
+        const char *tools = r->tool_choice == API_TOOLS_NONE ? NULL : r->tools_json;
+        kvik_status st = chat_encode_tools(fmt, tok, r->msgs, (const char *const *)r->msg_extra, r->n_msgs, tools,
+                                           true, &ids, &n_ids, &kerr);
         if (st == KVIK_ERR_NOMEM) return nomem(e);
         if (st)
-            return api_fail(e, 400, "invalid_request_error", "invalid_value", "messages",
-                            "Invalid 'messages': %s.", kerr.msg);
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", tools ? NULL : "messages",
+                            "Invalid '%s': %s.", tools ? "tools" : "messages", kerr.msg);
         if (n_ids > INT32_MAX / 2) {
             free(ids);
             return api_fail(e, 400, "invalid_request_error", "context_length_exceeded", NULL,

@@ -33,6 +33,7 @@ enum {
     API_MAX_N = 16,                 /* choices per request */
     API_MAX_TOP_LOGPROBS = 20,      /* chat top_logprobs; completions logprobs */
     API_MAX_MESSAGES = 4096,        /* chat messages */
+    API_MAX_TOOLS = 128,            /* tools, and tool calls of one message */
     API_MAX_DETOKENIZE = 1 << 20,   /* ids in one /detokenize body */
     API_MAX_PROMPTS = 64,           /* prompts in one completions batch */
     API_MAX_EMBED_INPUTS = 2048,    /* inputs in one embeddings request (OpenAI's limit) */
@@ -67,12 +68,23 @@ struct api_more_prompt {
     int n_prompt_ids;
 };
 
+/* tool_choice: with tools, auto unless given. */
+enum api_tool_choice { API_TOOLS_AUTO, API_TOOLS_NONE, API_TOOLS_REQUIRED, API_TOOLS_NAMED };
+
 struct api_request {
     enum api_route route;
     char *model;               /* NULL: not given */
     /* chat */
     struct chat_msg *msgs;     /* [n_msgs], strings owned */
+    char **msg_extra;          /* [n_msgs] the template's extra members of each message
+                                  (tool_calls, tool_call_id; chat_encode_tools), NULL entries
+                                  for none; owned */
     size_t n_msgs;
+    char *tools_json;          /* the tools as the template gets them (a JSON array); NULL: none */
+    int n_tools;
+    enum api_tool_choice tool_choice;
+    char *tool_name;           /* API_TOOLS_NAMED: the function */
+    bool parallel_tool_calls;  /* default true: every call of a reply; false: the first */
     /* completions: a text prompt, or token ids */
     char *prompt;              /* [prompt_len] + NUL; NULL when ids are given */
     size_t prompt_len;

@@ -55,6 +55,75 @@ void resp_ctx_init(struct resp_ctx *rc, enum api_route route, const char *model)
     rc->model = model;
 }
 
+/* ---- tool calls ---------------------------------------------------------- */
+
+/* The calls in a finished reply (rc->prefill then text[0..len)): a JSON
+ * array of {"index","id","type","function":{"name","arguments"}} (index
+ * only when with_index), and the length of the content before them in
+ * *content (of prefill + text). NULL when the reply holds none. */
+static json_t *reply_calls(const struct resp_ctx *rc, const char *text, size_t len, bool with_index,
+                           size_t *content) {
+    size_t pl = rc->prefill ? strlen(rc->prefill) : 0;
+    char *all = malloc(pl + len + 1);
+    if (!all) return NULL;
+    memcpy(all, rc->prefill ? rc->prefill : "", pl);
+    memcpy(all + pl, text ? text : "", len);
+    all[pl + len] = 0;
+    struct toolcall calls[API_MAX_TOOLS];
+    int n = toolcall_parse(rc->tool_style, all, pl + len, calls, API_MAX_TOOLS, content);
+    if (n == 0 && !pl) {
+        n = toolcall_parse_bare(all, len, rc->tools_json, calls);
+        if (n > 0) *content = 0;
+    }
+    free(all);
+    if (n <= 0) return NULL;
+    if (!rc->parallel_tools && n > 1) {
+        toolcall_free(calls + 1, n - 1);
+        n = 1;
+    }
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        struct resp_ctx idc;
+        resp_ctx_init(&idc, API_ROUTE_CHAT, NULL);
+        char id[40];
+        snprintf(id, sizeof id, "call_%.24s", idc.id + strlen("chatcmpl-"));
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name",
+                              calls[i].name, "arguments", calls[i].arguments);
+        if (c && with_index) json_object_set_new(c, "index", json_integer(i));
+        json_array_append_new(arr, c);
+    }
+    toolcall_free(calls, n);
+    return arr;
+}
+
+/* How much of text[0..len) a stream may send before the reply is done:
+ * all of it, or up to where a tool call may be starting. */
+static size_t tool_hold(const struct resp_ctx *rc, const char *text, size_t len) {
+    if (rc->tool_style == TOOLCALL_NONE) return len;
+    if (rc->prefill && *rc->prefill) return 0;
+    if (rc->tool_style == TOOLCALL_LLAMA3) {
+        static const char tag[] = "<|python_tag|>";
+        size_t i = 0;
+        while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
+        if (i == len || text[i] == '{') return 0;
+        size_t m = len - i < sizeof tag - 1 ? len - i : sizeof tag - 1;
+        return memcmp(text + i, tag, m) ? len : 0;
+    }
+    static const char open[] = "<tool_call>";
+    const size_t ol = sizeof open - 1;
+    size_t w = 0; /* a reply opening with an object or a fence may be a bare call */
+    while (w < len && (text[w] == ' ' || text[w] == '\n' || text[w] == '\t' || text[w] == '\r')) w++;
+    if (w == len || text[w] == '{' || text[w] == '`') return 0;
+    size_t h = len;
+    for (size_t i = 0; i < len && h == len; i++) {
+        size_t m = len - i < ol ? len - i : ol;
+        if (text[i] == '<' && !memcmp(text + i, open, m)) h = i;
+    }
+    /* white space may be what precedes a call: it waits for what follows */
+    while (h > 0 && (text[h - 1] == ' ' || text[h - 1] == '\n' || text[h - 1] == '\t' || text[h - 1] == '\r')) h--;
+    return h;
+}
+
 const char *resp_finish_reason(enum engine_finish f) {
     switch (f) {
     case ENGINE_FINISH_STOP: return "stop";
@@ -207,10 +276,21 @@ char *resp_full(const struct resp_ctx *rc, struct job *j) {
         struct job_choice *c = &j->ch[i];
         json_t *ch = json_object();
         json_object_set_new(ch, "index", json_integer(i));
+        const char *finish = resp_finish_reason(c->finish);
         if (rc->route == API_ROUTE_CHAT) {
             json_t *msg = json_object();
             json_object_set_new(msg, "role", json_string("assistant"));
-            json_object_set_new(msg, "content", text_json(c->text, c->len));
+            size_t content = 0;
+            json_t *calls = rc->tool_style != TOOLCALL_NONE ? reply_calls(rc, c->text, c->len, false, &content) : NULL;
+            if (calls) {
+                size_t pl = strlen(rc->prefill ? rc->prefill : "");
+                /* the content before the calls: never the prefill (it opens a call) */
+                json_object_set_new(msg, "content", content > pl ? text_json(c->text, content - pl) : json_null());
+                json_object_set_new(msg, "tool_calls", calls);
+                if (c->finish == ENGINE_FINISH_STOP) finish = "tool_calls";
+            } else {
+                json_object_set_new(msg, "content", text_json(c->text, c->len));
+            }
             json_object_set_new(msg, "refusal", json_null());
             json_object_set_new(ch, "message", msg);
         } else {
@@ -223,7 +303,7 @@ char *resp_full(const struct resp_ctx *rc, struct job *j) {
         json_object_set_new(ch, "logprobs", j->logprobs ? logprobs_json(rc, j->tok, rc->echo ? j->ptoks : NULL, j->n_ptoks,
                                                                         c->toks, c->toks_final)
                                                         : json_null());
-        json_object_set_new(ch, "finish_reason", json_string(resp_finish_reason(c->finish)));
+        json_object_set_new(ch, "finish_reason", json_string(finish));
         json_array_append_new(choices, ch);
     }
     json_object_set_new(root, "choices", choices);
@@ -299,11 +379,22 @@ bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step
             int limit = c->done ? c->toks_final : c->n_toks;
             while (to < limit && (c->done || c->toks[to].end <= c->safe)) to++;
         }
-        if (c->safe > c->sent) {
-            d->len = c->safe - c->sent;
+        size_t limit = c->done ? c->safe : tool_hold(rc, c->text, c->safe);
+        if (c->done && rc->tool_style != TOOLCALL_NONE) {
+            size_t content = 0, pl = strlen(rc->prefill ? rc->prefill : "");
+            json_t *calls = reply_calls(rc, c->text, c->len, true, &content);
+            if (calls) {
+                limit = content > pl ? content - pl : 0;
+                d->calls = json_dumps(calls, RESP_JSON_FLAGS);
+                if (!d->calls) st->failed = true;
+                json_decref(calls);
+            }
+        }
+        if (limit > c->sent) {
+            d->len = limit - c->sent;
             if (!(d->text = malloc(d->len))) st->failed = true;
             else memcpy(d->text, c->text + c->sent, d->len);
-            c->sent = c->safe;
+            c->sent = limit;
         }
         if (to > c->toks_sent) {
             d->n_toks = to - c->toks_sent;
@@ -312,6 +403,7 @@ bool resp_stream_take(const struct resp_ctx *rc, struct job *j, struct resp_step
             c->toks_sent = to;
         }
         if (c->done) {
+            c->sent = c->safe; /* what the calls hold is not sent as text */
             d->finish = true;
             d->reason = c->finish;
             memcpy(d->error, c->error, sizeof d->error);
@@ -346,6 +438,15 @@ void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, s
         if (d->len || d->n_toks)
             emit(out, chunk_json(rc, st->tok, d->index, d->text ? d->text : "", d->len, false,
                                  NULL, 0, st->logprobs && d->n_toks ? d->toks : NULL, d->n_toks, NULL));
+        json_t *calls = d->calls ? json_loads(d->calls, 0, NULL) : NULL;
+        for (size_t c = 0; c < json_array_size(calls); c++) { /* one chunk a call */
+            json_t *root = chunk_json(rc, st->tok, d->index, NULL, 0, false, NULL, 0, NULL, 0, NULL);
+            json_t *delta = json_object_get(json_array_get(json_object_get(root, "choices"), 0), "delta");
+            json_t *one = json_array();
+            json_array_append(one, json_array_get(calls, c));
+            json_object_set_new(delta, "tool_calls", one);
+            emit(out, root);
+        }
         if (d->finish) {
             if (d->reason == ENGINE_FINISH_ERROR) {
                 struct api_error e;
@@ -359,8 +460,10 @@ void resp_stream_render(const struct resp_ctx *rc, const struct resp_step *st, s
                 }
             }
             emit(out, chunk_json(rc, st->tok, d->index, rc->route == API_ROUTE_CHAT ? NULL : "", 0, false,
-                                 NULL, 0, NULL, 0, resp_finish_reason(d->reason)));
+                                 NULL, 0, NULL, 0,
+                                 calls && d->reason == ENGINE_FINISH_STOP ? "tool_calls" : resp_finish_reason(d->reason)));
         }
+        json_decref(calls);
     }
     if (!st->complete) return;
     if (rc->include_usage) {
@@ -376,6 +479,7 @@ void resp_step_free(struct resp_step *st) {
     for (int k = 0; k < st->n && st->d; k++) {
         free(st->d[k].text);
         free(st->d[k].toks);
+        free(st->d[k].calls);
     }
     free(st->d);
     memset(st, 0, sizeof *st);

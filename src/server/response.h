@@ -14,12 +14,25 @@
  *                    "finish_reason"}; logprobs {"tokens","token_logprobs",
  *                    "top_logprobs","text_offset"}
  * Stream events are "data: JSON\n\n", and the stream ends with "data: [DONE]\n\n".
+ *
+ * Tool calls (rc->tool_style set: the request has tools): a finished
+ * reply is split by toolcall_parse (its text after rc->prefill, the part
+ * of the call the server wrote into the prompt); with calls the message
+ * has "tool_calls" [{"id":"call_..","type":"function","function":{"name",
+ * "arguments": JSON text}}] (a reply that is one bare call, toolcall_parse_bare,
+ * counts too), content the text before them (null when
+ * none) and finish_reason "tool_calls". Streaming sends text as it comes
+ * until a call may be starting (Hermes: "<tool_call>" or a prefix of it at
+ * the end; Llama 3: a reply that opens with "{" or "<|python_tag|>"; with a
+ * prefill: everything), holds the rest, and at the end sends the held text
+ * or one delta {"tool_calls":[{"index",...}]} per call.
  */
 #ifndef KVIK_SERVER_RESPONSE_H
 #define KVIK_SERVER_RESPONSE_H
 
 #include "server/job.h"
 #include "server/request.h"
+#include "server/toolcall.h"
 
 /* A growable byte buffer. */
 struct sbuf {
@@ -41,6 +54,10 @@ struct resp_ctx {
     const char *echo;     /* completions echo: the prompt text; NULL: none */
     size_t echo_len;
     int n_prompt;         /* prompt tokens (usage) */
+    enum toolcall_style tool_style; /* TOOLCALL_NONE: no tools in the request */
+    bool parallel_tools;  /* every call of a reply (false: the first) */
+    const char *prefill;  /* the start of a call written into the prompt ("": none) */
+    const char *tools_json; /* the request's tools (for calls written without markers) */
 };
 
 /* Fills id (with a fresh random suffix) and created. */
@@ -69,6 +86,8 @@ struct resp_delta {             /* one choice's news */
     bool finish;
     enum engine_finish reason;
     char error[160];
+    char *calls;                /* with tools, at the finish: the tool_calls array (JSON text, with
+                                   "index"), malloc'd; NULL: none */
 };
 
 /* "usage": {"prompt_tokens","completion_tokens","total_tokens",

@@ -132,6 +132,36 @@ malformed:
     return 0;
 }
 
+int toolcall_parse_bare(const char *s, size_t len, const char *tools_json, struct toolcall *call) {
+    call->name = call->arguments = NULL;
+    if (!s || !tools_json) return 0;
+    size_t i = skip_ws(s, 0, len), end = len;
+    while (end > i && (s[end - 1] == ' ' || s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == '\t')) end--;
+    if (starts(s, i, end, "```")) { /* a fence: its info string, then the closing fence */
+        i += 3;
+        while (i < end && s[i] != '\n') i++;
+        if (end - i < 3 || memcmp(s + end - 3, "```", 3)) return 0;
+        end -= 3;
+        i = skip_ws(s, i, end);
+        while (end > i && (s[end - 1] == ' ' || s[end - 1] == '\n' || s[end - 1] == '\r' || s[end - 1] == '\t'))
+            end--;
+    }
+    int r = read_call(s, &i, end, true, call);
+    if (r <= 0) return r;
+    bool known = false;
+    json_t *tools = i == end ? json_loads(tools_json, 0, NULL) : NULL;
+    for (size_t k = 0; k < json_array_size(tools) && !known; k++) {
+        const char *n = json_string_value(json_object_get(json_object_get(json_array_get(tools, k), "function"), "name"));
+        known = n && !strcmp(n, call->name);
+    }
+    json_decref(tools);
+    if (!known) {
+        toolcall_free(call, 1);
+        return 0;
+    }
+    return 1;
+}
+
 int toolcall_parse(enum toolcall_style st, const char *reply, size_t len, struct toolcall *calls, int max,
                    size_t *content_len) {
     *content_len = len;

@@ -39,4 +39,13 @@ int toolcall_parse(enum toolcall_style st, const char *reply, size_t len, struct
                    size_t *content_len);
 void toolcall_free(struct toolcall *calls, int n);
 
+/*
+ * A reply that is nothing but one call written without the style's
+ * markers, as small models often write it: one JSON object {"name",
+ * "arguments" (or "parameters"): {...}}, alone or in a Markdown code fence
+ * (``` or ```json), whose name is a function of tools_json (the request's
+ * tools array). 1 with *call set, 0 otherwise, -1 when out of memory.
+ */
+int toolcall_parse_bare(const char *reply, size_t len, const char *tools_json, struct toolcall *call);
+
 #endif

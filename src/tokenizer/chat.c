@@ -493,12 +493,14 @@ kvik_status chat_apply(enum chat_template t, const struct chat_msg *msgs, size_t
 
 /* Renders with f->jinja into out: the text and the spans the template
  * wrote (the complement of the rendering's data). */
-static kvik_status render_jinja(const struct chat_format *f, const struct chat_msg *msgs, size_t n, bool gen,
+static kvik_status render_jinja(const struct chat_format *f, const struct chat_msg *msgs,
+                                const char *const *extra, size_t n, const char *tools_json, bool gen,
                                 struct chat_rendering *out, struct kvik_err *err) {
     struct strbuf b = {0};
     strbuf_puts(&b, "{\"messages\":[");
     for (size_t i = 0; i < n; i++) {
-        if (!msgs[i].role || !msgs[i].content) {
+        const char *x = extra ? extra[i] : NULL;
+        if (!msgs[i].role || (!msgs[i].content && !x)) {
             free(b.p);
             return err_set(err, KVIK_ERR_INVALID_ARG, "chat: message %zu has no role or content", i);
         }
@@ -510,12 +512,17 @@ static kvik_status render_jinja(const struct chat_format *f, const struct chat_m
         strbuf_puts(&b, i ? ",{\"role\":" : "{\"role\":");
         strbuf_json(&b, msgs[i].role);
         strbuf_puts(&b, ",\"content\":");
-        strbuf_json(&b, msgs[i].content);
+        if (msgs[i].content) strbuf_json(&b, msgs[i].content);
+        else strbuf_puts(&b, "null");
+        if (x && *x) {
+            strbuf_puts(&b, ",");
+            strbuf_puts(&b, x);
+        }
         strbuf_puts(&b, "}");
     }
-    const char *tail = gen ? "],\"tools\":null,\"add_generation_prompt\":true}"
-                           : "],\"tools\":null,\"add_generation_prompt\":false}";
-    strbuf_puts(&b, tail);
+    strbuf_puts(&b, "],\"tools\":");
+    strbuf_puts(&b, tools_json ? tools_json : "null");
+    strbuf_puts(&b, gen ? ",\"add_generation_prompt\":true}" : ",\"add_generation_prompt\":false}");
     if (b.oom) {
         free(b.p);
         return err_set(err, KVIK_ERR_NOMEM, "chat: out of memory");
@@ -554,7 +561,7 @@ kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg
     if (f->jinja) {
         if (needed) *needed = 0;
         struct chat_rendering r = {0};
-        kvik_status st = render_jinja(f, msgs, n, add_generation_prompt, &r, err);
+        kvik_status st = render_jinja(f, msgs, NULL, n, NULL, add_generation_prompt, &r, err);
         if (st) return st;
         if (needed) *needed = r.len;
         if (out && r.len < cap) memcpy(out, r.text, r.len + 1);
@@ -566,12 +573,17 @@ kvik_status chat_format_apply(const struct chat_format *f, const struct chat_msg
                   NULL, 0, NULL, err);
 }
 
-kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs, size_t n,
+kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs,
+                              const char *const *extra, size_t n, const char *tools_json,
                               bool add_generation_prompt, struct chat_rendering *out,
                               struct kvik_err *err) {
     *out = (struct chat_rendering){0};
     if (!f) return err_set(err, KVIK_ERR_INVALID_ARG, "chat: format is NULL");
-    if (f->jinja) return render_jinja(f, msgs, n, add_generation_prompt, out, err);
+    if (f->jinja) return render_jinja(f, msgs, extra, n, tools_json, add_generation_prompt, out, err);
+    bool has_extra = false;
+    for (size_t i = 0; extra && i < n; i++) has_extra |= extra[i] != NULL;
+    if (tools_json || has_extra)
+        return err_set(err, KVIK_ERR_UNSUPPORTED, "chat: tools and tool calls need the model's own chat template");
     size_t needed = 0, n_spans = 0;
     kvik_status st = render(f->tmpl, f->default_system, msgs, n, add_generation_prompt, NULL, 0,
                             &needed, NULL, 0, &n_spans, err);

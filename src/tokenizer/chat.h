@@ -4,7 +4,8 @@
  *
  * GGUF files carry the Hugging Face Jinja template in tokenizer.chat_template.
  * chat_detect_gguf compiles it with the Jinja engine (template/jinja.h) and
- * that renders: messages (role and content), tools none, add_generation_prompt,
+ * that renders: messages (role and content), tools none (chat_encode_tools
+ * gives tools and tool calls), add_generation_prompt,
  * bos_token "" (see BOS below) and eos_token the EOS token's text; an error
  * the template raises is KVIK_ERR_INVALID_ARG. Message contents are data:
  * the rendering marks the bytes the template wrote itself.
@@ -155,5 +156,20 @@ struct tokenizer;
 kvik_status chat_encode(const struct chat_format *f, const struct tokenizer *tok,
                         const struct chat_msg *msgs, size_t n, bool add_generation_prompt,
                         int32_t **ids, size_t *n_ids, struct kvik_err *err);
+
+/*
+ * chat_encode with tools, for the model's own template (f->jinja; a family
+ * renderer gives KVIK_ERR_UNSUPPORTED when tools or extra are given):
+ * tools_json (NULL: none) is the JSON array the template gets as `tools`;
+ * extra (NULL, or n entries each NULL or not) holds, per message, JSON
+ * object members without the braces that join its role and content
+ * ("\"tool_calls\":[...]", "\"tool_call_id\":\"...\""). A message with
+ * extra members may have content NULL (null to the template). Every string
+ * of tools_json and extra is data, as contents are.
+ */
+kvik_status chat_encode_tools(const struct chat_format *f, const struct tokenizer *tok,
+                              const struct chat_msg *msgs, const char *const *extra, size_t n,
+                              const char *tools_json, bool add_generation_prompt, int32_t **ids,
+                              size_t *n_ids, struct kvik_err *err);
 
 #endif /* KVIK_CHAT_H */

@@ -14,12 +14,19 @@
 kvik_status chat_encode(const struct chat_format *f, const struct tokenizer *tok,
                         const struct chat_msg *msgs, size_t n, bool add_generation_prompt,
                         int32_t **ids, size_t *n_ids, struct kvik_err *err) {
+    return chat_encode_tools(f, tok, msgs, NULL, n, NULL, add_generation_prompt, ids, n_ids, err);
+}
+
+kvik_status chat_encode_tools(const struct chat_format *f, const struct tokenizer *tok,
+                              const struct chat_msg *msgs, const char *const *extra, size_t n,
+                              const char *tools_json, bool add_generation_prompt, int32_t **ids,
+                              size_t *n_ids, struct kvik_err *err) {
     if (ids) *ids = NULL;
     if (n_ids) *n_ids = 0;
     if (!f || !tok || !ids || !n_ids)
         return err_set(err, KVIK_ERR_INVALID_ARG, "chat: NULL format, tokenizer or output");
     struct chat_rendering r;
-    kvik_status st = chat_render_spans(f, msgs, n, add_generation_prompt, &r, err);
+    kvik_status st = chat_render_spans(f, msgs, extra, n, tools_json, add_generation_prompt, &r, err);
     if (st) return st;
     /* a first guess that nearly always holds: a token per byte, a space
      * prefix per stretch, BOS and EOS */

@@ -186,8 +186,10 @@ struct chat_format;
 struct chat_msg;
 
 /* Renders msgs[0..n) as chat_format_apply does, into out (malloc'd; free
- * with chat_rendering_free). On failure out is empty. */
-kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs, size_t n,
+ * with chat_rendering_free); extra and tools_json as chat_encode_tools
+ * takes them (NULL: none). On failure out is empty. */
+kvik_status chat_render_spans(const struct chat_format *f, const struct chat_msg *msgs,
+                              const char *const *extra, size_t n, const char *tools_json,
                               bool add_generation_prompt, struct chat_rendering *out,
                               struct kvik_err *err);
 void chat_rendering_free(struct chat_rendering *r); /* leaves it empty; NULL is fine */

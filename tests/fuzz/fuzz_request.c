@@ -11,7 +11,9 @@
  * Build and run: make fuzz && make fuzz-run FUZZ_SECONDS=600
  * Seeds: tests/fuzz/seeds/fuzz_request/.
  */
+#include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server/request.h"
 #include "server/stop.h"
@@ -60,10 +62,31 @@ static void check_request(const struct api_request *r) {
     if (r->route == API_ROUTE_CHAT) {
         if (r->n_msgs < 1 || r->n_msgs > API_MAX_MESSAGES) __builtin_trap();
         for (size_t i = 0; i < r->n_msgs; i++) {
-            const char *c = r->msgs[i].content;
-            if (!c || !r->msgs[i].role) __builtin_trap();
-            check_stops(r, c, strlen(c));
+            const char *c = r->msgs[i].content, *x = r->msg_extra[i];
+            /* content NULL: an assistant's tool calls alone */
+            if (!r->msgs[i].role || (!c && (!x || strcmp(r->msgs[i].role, "assistant")))) __builtin_trap();
+            if (c) check_stops(r, c, strlen(c));
+            if (x) { /* the template's members: a JSON object once braced */
+                size_t n = strlen(x);
+                char *o = malloc(n + 3);
+                if (!o) __builtin_trap();
+                o[0] = '{';
+                memcpy(o + 1, x, n);
+                o[n + 1] = '}';
+                o[n + 2] = 0;
+                json_t *v = json_loads(o, 0, NULL);
+                if (!json_is_object(v)) __builtin_trap();
+                json_decref(v);
+                free(o);
+            }
         }
+        if (r->tools_json) {
+            json_t *v = json_loads(r->tools_json, 0, NULL);
+            if (!json_is_array(v) || (int)json_array_size(v) != r->n_tools || r->n_tools > API_MAX_TOOLS)
+                __builtin_trap();
+            json_decref(v);
+        }
+        if ((r->tool_choice == API_TOOLS_NAMED) != (r->tool_name != NULL)) __builtin_trap();
     } else {
         if (!r->prompt == !r->prompt_ids) __builtin_trap();
         if (r->prompt) check_stops(r, r->prompt, r->prompt_len);

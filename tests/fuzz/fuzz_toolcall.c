@@ -3,7 +3,8 @@
  * (src/server/toolcall.c). The first byte picks the style, the rest is the
  * reply. Whatever happens must hold: the count is within [0, max] (or -1),
  * every call has a non-empty name and arguments that are a JSON object's
- * text, and the text before the calls lies inside the reply.
+ * text, and the text before the calls lies inside the reply; read as a
+ * bare call, a call names the one declared function.
  *
  * Build and run: make fuzz && build/fuzz/fuzz_toolcall tests/fuzz/seeds/fuzz_toolcall
  * Seeds: tests/fuzz/seeds/fuzz_toolcall/.
@@ -30,6 +31,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!calls[i].name || !calls[i].name[0] || !calls[i].arguments || calls[i].arguments[0] != '{')
             __builtin_trap();
     if (n > 0) toolcall_free(calls, n);
+    /* the same reply as a bare call of a function "f" */
+    struct toolcall one;
+    int b = toolcall_parse_bare(reply, len, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", &one);
+    if (b < -1 || b > 1) __builtin_trap();
+    if (b == 1 && (strcmp(one.name, "f") || one.arguments[0] != '{')) __builtin_trap();
+    if (b == 1) toolcall_free(&one, 1);
     free(reply);
     return 0;
 }
