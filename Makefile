@@ -82,7 +82,7 @@ ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnn
 # attention's tiles multiply bf16 (only called after a CPUID check for them too)
 $(BUILD)/obj/src/tensor/attn_amx.o: AMX_EXTRA := -mamx-bf16 -mavx512bf16
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c src/convert/*.c src/vector/*.c src/retrieval/*.c src/template/*.c))
+LIB_SRC := $(sort $(wildcard src/base/*.c src/grammar/*.c src/gguf/*.c src/tensor/*.c src/model/*.c src/tokenizer/*.c src/kv/*.c src/engine/*.c src/tools/*.c src/api/*.c src/convert/*.c src/vector/*.c src/retrieval/*.c src/template/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 # The load generator of `kvik bench serve` (libcurl + jansson) and the HTTP
 # server of `kvik serve` (libmicrohttpd + jansson): linked into the kvik
