@@ -155,10 +155,13 @@ TEST(grammar_mask_equals_token_by_token) {
     struct grammar *g = compile("root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws str ws \"}\"\n"
                                 "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\n]*");
     REQUIRE(g);
+    /* the last two are states met before: their masks come from the grammar's cache */
     static const char *const prefixes[] = {"", "{", "{ ", "{\"name\"", "{\"name\": \"Ad", "{\"name\": \"Ada\"",
-                                           "{\"name\": \"Ada\" }"};
-    int64_t allowed[7];
-    for (int i = 0; i < 7; i++) check_mask(g, v, tok, prefixes[i], &allowed[i]);
+                                           "{\"name\": \"Ada\" }", "{\"name\": \"Adaline", "{"};
+    int64_t allowed[9];
+    for (int i = 0; i < 9; i++) check_mask(g, v, tok, prefixes[i], &allowed[i]);
+    CHECK_EQ_INT(allowed[7], allowed[4]);
+    CHECK_EQ_INT(allowed[8], allowed[1]);
     CHECK(allowed[4] > 1000);                     /* inside the string: most tokens */
     CHECK(allowed[0] < 20 && allowed[0] >= 1);    /* "{" and its kin */
     CHECK_EQ_INT(allowed[6], n_eog);              /* done: only the end */
@@ -167,4 +170,119 @@ TEST(grammar_mask_equals_token_by_token) {
     free(eog);
     tokenizer_free(tok);
     model_free(model);
+}
+
+/* ---- JSON Schema ---------------------------------------------------------- */
+
+static struct grammar *from_schema(const char *schema) {
+    struct grammar *g = NULL;
+    struct kvik_err err = {0};
+    char *gbnf = NULL;
+    kvik_status st = grammar_from_json_schema(schema, strlen(schema), &g, &gbnf, &err);
+    CHECK_MSG(st == KVIK_OK, "%s: %s", schema, err.msg);
+    free(gbnf);
+    return g;
+}
+
+TEST(grammar_schema_integer_bounds_exact) {
+    static const long long bounds[][2] = {{0, 0},    {0, 9},      {3, 7},    {7, 123},   {10, 99},  {95, 1050},
+                                          {-5, 5},   {-120, -13}, {-1, 0},   {199, 200}, {0, 1000}, {42, 42},
+                                          {-999, -1}, {1, 1999}};
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        long long lo = bounds[i][0], hi = bounds[i][1];
+        char schema[160];
+        snprintf(schema, sizeof schema, "{\"type\":\"integer\",\"minimum\":%lld,\"maximum\":%lld}", lo, hi);
+        struct grammar *g = from_schema(schema);
+        if (!g) continue;
+        int wrong = 0;
+        for (long long v = lo - 150; v <= hi + 150; v++) {
+            char t[32];
+            snprintf(t, sizeof t, "%lld", v);
+            bool in = v >= lo && v <= hi;
+            if (accepts(g, t) != in && wrong++ < 3) printf("    [%lld, %lld]: %s %s\n", lo, hi, t, in ? "refused" : "accepted");
+        }
+        CHECK_MSG(wrong == 0, "[%lld, %lld]: %d wrong", lo, hi, wrong);
+        CHECK(!accepts(g, "007") && !accepts(g, "-0") && !accepts(g, "1.5"));
+        grammar_free(g);
+    }
+    /* one bound, and exclusive bounds */
+    struct grammar *g = from_schema("{\"type\":\"integer\",\"minimum\":18}");
+    CHECK(accepts(g, "18") && accepts(g, "99") && accepts(g, "100") && accepts(g, "123456"));
+    CHECK(!accepts(g, "17") && !accepts(g, "9") && !accepts(g, "-20") && !accepts(g, "0"));
+    grammar_free(g);
+    g = from_schema("{\"type\":\"integer\",\"exclusiveMaximum\":0}");
+    CHECK(accepts(g, "-1") && accepts(g, "-5000") && !accepts(g, "0") && !accepts(g, "7"));
+    grammar_free(g);
+    g = from_schema("{\"type\":\"number\",\"minimum\":0,\"maximum\":5}");
+    CHECK(accepts(g, "0") && accepts(g, "5") && accepts(g, "2.75") && accepts(g, "4.999"));
+    CHECK(!accepts(g, "5.5") && !accepts(g, "-1") && !accepts(g, "6") && !accepts(g, "-0.5"));
+    grammar_free(g);
+}
+
+TEST(grammar_schema_documents) {
+    static const struct {
+        const char *schema;
+        const char *yes[5];
+        const char *no[6];
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},"
+         "\"required\":[\"name\"],\"additionalProperties\":false}",
+         {"{\"name\":\"Ada\"}", "{\"name\": \"Ada\", \"age\": 36}", "{ \"name\" : \"\\u00e9\\n\" }\n"},
+         {"{}", "{\"age\":36}", "{\"age\":36,\"name\":\"Ada\"}", "{\"name\":\"Ada\",\"x\":1}", "{\"name\":\"Ada\",}"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+         {"[true,false]", "[ true , false , true ]"},
+         {"[]", "[true]", "[true,true,true,true]", "[1,2]"}},
+        {"{\"enum\":[\"red\",\"green\",1,null]}", {"\"red\"", "1", "null"}, {"\"blue\"", "\"Red\"", "2"}},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", {"\"ab\"", "\"abc\"", "\"é€\""}, {"\"a\"", "\"abcd\""}},
+        {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"}", {"\"AB-123\""}, {"\"ab-123\"", "\"AB-12\"", "\"AB123\""}},
+        {"{\"type\":\"string\",\"format\":\"date\"}", {"\"2024-02-29\"", "\"1999-12-31\""}, {"\"2024-13-01\"", "\"2024-1-01\"", "\"24-01-01\""}},
+        {"{\"type\":\"string\",\"format\":\"uuid\"}", {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567e89b12d3a456426614174000\""}},
+        {"{\"type\":\"string\",\"format\":\"date-time\"}", {"\"2024-05-01T12:30:00Z\"", "\"2024-05-01T12:30:00.5+02:00\""}, {"\"2024-05-01 12:30:00\""}},
+        {"{\"type\":\"string\",\"format\":\"email\"}", {"\"ada@example.org\"", "\"a.b+c@mail.co.uk\""}, {"\"ada@\"", "\"@example.org\"", "\"ada example.org\""}},
+        {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}", {"5", "null"}, {"\"5\"", "true"}},
+        {"{\"type\":[\"string\",\"null\"]}", {"\"x\"", "null"}, {"1"}},
+        {"{\"const\":{\"a\":[1,2]}}", {"{\"a\":[1,2]}"}, {"{\"a\":[1,2,3]}", "{\"a\": [1,2]}"}},
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\","
+         "\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/node\"}",
+         {"{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}"}, {"{\"v\":1,\"kids\":[{}]}", "{\"kids\":[]}"}},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", {"{}", "{\"a\":1,\"b\":2}"}, {"{\"a\":\"x\"}"}},
+        {"{}", {"1", "{\"a\":[true,null]}", "\"s\""}, {"tru", "{a:1}"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct grammar *g = from_schema(cases[i].schema);
+        if (!g) continue;
+        for (int k = 0; k < 5 && cases[i].yes[k]; k++)
+            CHECK_MSG(accepts(g, cases[i].yes[k]), "%s should accept %s", cases[i].schema, cases[i].yes[k]);
+        for (int k = 0; k < 6 && cases[i].no[k]; k++)
+            CHECK_MSG(!accepts(g, cases[i].no[k]), "%s should refuse %s", cases[i].schema, cases[i].no[k]);
+        grammar_free(g);
+    }
+}
+
+TEST(grammar_schema_unsupported_keywords_named) {
+    static const struct {
+        const char *schema, *want;
+        kvik_status st;
+    } cases[] = {
+        {"{\"type\":\"array\",\"uniqueItems\":true}", "\"uniqueItems\"", KVIK_ERR_UNSUPPORTED},
+        {"{\"type\":\"number\",\"multipleOf\":3}", "\"multipleOf\"", KVIK_ERR_UNSUPPORTED},
+        {"{\"not\":{\"type\":\"string\"}}", "\"not\"", KVIK_ERR_UNSUPPORTED},
+        {"{\"type\":\"object\",\"patternProperties\":{}}", "\"patternProperties\"", KVIK_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"format\":\"ipv4\"}", "ipv4", KVIK_ERR_UNSUPPORTED},
+        {"{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround", KVIK_ERR_UNSUPPORTED},
+        {"{\"$ref\":\"https://example.com/s.json\"}", "$ref", KVIK_ERR_UNSUPPORTED},
+        {"{\"$ref\":\"#/$defs/missing\"}", "names nothing", KVIK_ERR_FORMAT},
+        {"{\"type\":\"strange\"}", "unknown type", KVIK_ERR_FORMAT},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer", KVIK_ERR_FORMAT},
+        {"[1,2", "not valid JSON", KVIK_ERR_FORMAT},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "required", KVIK_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct grammar *g = NULL;
+        struct kvik_err err = {0};
+        kvik_status st = grammar_from_json_schema(cases[i].schema, strlen(cases[i].schema), &g, NULL, &err);
+        CHECK_MSG(st == cases[i].st && !g, "%s: status %d (%s)", cases[i].schema, (int)st, err.msg);
+        CHECK_MSG(strstr(err.msg, cases[i].want), "%s: '%s' lacks '%s'", cases[i].schema, err.msg, cases[i].want);
+        grammar_free(g);
+    }
 }

@@ -143,6 +143,35 @@ TEST(server_request_tools) {
 #undef TOOL
 }
 
+TEST(server_request_response_format_and_grammar) {
+    struct api_request r;
+    struct api_error e;
+    REQUIRE(parse(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"text\"}}", &r, &e));
+    CHECK(r.grammar_kind == API_GRAMMAR_NONE && !r.grammar);
+    api_request_free(&r);
+    REQUIRE(parse(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r, &e));
+    CHECK(r.grammar_kind == API_GRAMMAR_JSON_OBJECT);
+    api_request_free(&r);
+    REQUIRE(parse(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\","
+                        "\"json_schema\":{\"name\":\"n\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{}}}}}", &r, &e));
+    CHECK(r.grammar_kind == API_GRAMMAR_JSON_SCHEMA);
+    CHECK_STR(r.grammar, "{\"type\":\"object\",\"properties\":{}}");
+    api_request_free(&r);
+    REQUIRE(parse(COMPL, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\"}", &r, &e));
+    CHECK(r.grammar_kind == API_GRAMMAR_GBNF);
+    CHECK_STR(r.grammar, "root ::= \"a\"");
+    api_request_free(&r);
+#define MSGS "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+    EXPECT_ERROR(CHAT, MSGS ",\"response_format\":{\"type\":\"json_schema\"}}", 400, "invalid_type", "response_format.json_schema");
+    EXPECT_ERROR(CHAT, MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":5}}}", 400, "invalid_type",
+                 "response_format.json_schema.schema");
+    EXPECT_ERROR(CHAT, MSGS ",\"response_format\":{}}", 400, "invalid_type", "response_format.type");
+    EXPECT_ERROR(CHAT, MSGS ",\"grammar\":\"\"}", 400, "invalid_type", "grammar");
+    EXPECT_ERROR(CHAT, MSGS ",\"grammar\":\"root ::= \\\"a\\\"\",\"response_format\":{\"type\":\"json_object\"}}", 400,
+                 "invalid_value", "grammar");
+#undef MSGS
+}
+
 TEST(server_request_defaults_are_openais) {
     struct api_request r;
     struct api_error e;
@@ -304,7 +333,7 @@ TEST(server_request_rejects_out_of_range_values) {
     FIELD_ERROR("\"stop\":[\"ok\",\"\"]", "invalid_value", "stop[1]");
     FIELD_ERROR("\"tools\":[{\"type\":\"function\"}]", "invalid_value", "tools[0]");
     FIELD_ERROR("\"logit_bias\":{\"5\":10}", "unsupported_parameter", "logit_bias");
-    FIELD_ERROR("\"response_format\":{\"type\":\"json_object\"}", "unsupported_parameter", "response_format");
+    FIELD_ERROR("\"response_format\":{\"type\":\"xml\"}", "invalid_value", "response_format.type");
     /* a very long stop string */
     char stop[600];
     memset(stop, 'x', 300);

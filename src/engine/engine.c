@@ -119,6 +119,8 @@ kvik_status engine_submit(struct engine *e, const struct engine_request *r, uint
     q->max_tokens = r->max_tokens;
     q->top_logprobs = r->top_logprobs < 0 ? -1 : r->top_logprobs;
     q->ignore_eos = r->ignore_eos;
+    q->constrained = r->constraint != NULL;
+    if (r->constraint) q->constraint = *r->constraint;
     q->prompt_lp = r->prompt_logprobs;
     q->prompt_lp_next = 1;
     q->salt = engine_prefix_salt(e, r->cache_key);
@@ -436,7 +438,9 @@ struct engine *engine_new(const struct model *m, const struct engine_config *cfg
     e->b_logits = malloc(T * sizeof *e->b_logits);
     e->logits = mem_alloc_aligned(R * (size_t)e->n_vocab * sizeof(float));
     e->argmax = malloc(R * sizeof *e->argmax);
-    if (!e->argmax || !e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->row_ppos || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
+    e->allowed = malloc(((size_t)e->n_vocab + 31) / 32 * sizeof *e->allowed);
+    e->masked_row = malloc((size_t)e->n_vocab * sizeof *e->masked_row);
+    if (!e->argmax || !e->allowed || !e->masked_row || !e->is_eog || !e->smp_scratch || !e->running || !e->by_kv || !e->samp || !e->row_ppos || !e->b_tok || !e->b_pos || !e->b_seq || !e->b_logits ||
         !e->logits) {
         err_set(err, KVIK_ERR_NOMEM, "engine: out of memory for step buffers");
         goto fail;
@@ -504,5 +508,7 @@ void engine_free(struct engine *e) {
     free(e->b_logits);
     mem_free(e->logits);
     free(e->argmax);
+    free(e->allowed);
+    free(e->masked_row);
     free(e);
 }

@@ -188,6 +188,17 @@ struct engine_event {
  * of the final event is ignored. */
 typedef bool (*engine_event_fn)(void *user, const struct engine_event *ev);
 
+/* Constrained decoding (grammar.h behind it): called on the engine
+ * thread for each token a choice samples. mask writes the allowed next
+ * tokens as bits (bit t of allowed[t / 32], n_vocab bits) and returns
+ * false when nothing may follow (the choice then ends with STOP); accept
+ * gets the token the choice took (not an end-of-generation one). */
+struct engine_constraint {
+    bool (*mask)(void *ctx, int choice, uint32_t *allowed);
+    void (*accept)(void *ctx, int choice, int32_t token);
+    void *ctx;
+};
+
 struct engine_request {
     const int32_t *prompt;   /* copied by engine_submit */
     int n_prompt;            /* >= 1 */
@@ -204,6 +215,8 @@ struct engine_request {
                                 last scored position), so the numbers do not depend on what is
                                 cached */
     bool ignore_eos;
+    const struct engine_constraint *constraint; /* NULL: none; copied. A constrained request never
+                                                   goes through speculation */
     uint64_t cache_key;      /* prefix cache isolation: requests share cached blocks only with
                                 requests of the same key (0 is a key like any other) */
     engine_event_fn on_event;

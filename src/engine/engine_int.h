@@ -80,6 +80,8 @@ struct ereq {
     uint64_t id;         /* also the arrival order */
     int n_prompt, max_tokens, n, top_logprobs;
     bool ignore_eos;
+    bool constrained;    /* constraint is set */
+    struct engine_constraint constraint;
     bool prompt_lp;      /* prompt log-probability events wanted (engine_request.prompt_logprobs) */
     int prompt_lp_next;  /* the next prompt position whose event is due (1..n_prompt) */
     uint64_t salt;       /* prefix cache salt (engine_prefix_salt of the request's cache_key) */
@@ -145,6 +147,8 @@ struct engine {
                             (a prompt log-probability row); 0: row i samples */
     int prompt_rows;     /* this step's prompt log-probability rows so far */
     float *logits;       /* [n_rows + ENGINE_PROMPT_ROWS][n_vocab] */
+    uint32_t *allowed;   /* [ceil(n_vocab / 32)] a constraint's mask */
+    float *masked_row;   /* [n_vocab] a constrained choice's row */
     int64_t *argmax;     /* [n_rows + ENGINE_PROMPT_ROWS] each row's argmax, found by the forward
                             pass (-1: not found) */
     int n_rows;          /* sampling logits rows a step can ask for: max_seqs, more with
@@ -184,7 +188,7 @@ static inline void engine_count_prompt(struct engine *e, struct ereq *r, int a, 
  * decode still has them: it decodes without a draft, and the step forks
  * them when it samples that row (sched.c). */
 static inline bool engine_spec_decode(const struct engine *e, const struct eseq *s) {
-    return e->spec && s->n_fork == 0 && s->req->max_tokens > 0;
+    return e->spec && s->n_fork == 0 && s->req->max_tokens > 0 && !s->req->constrained;
 }
 
 /* sched.c: builds and runs one step (batch, forward, sampling, events). */

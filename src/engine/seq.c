@@ -121,8 +121,20 @@ static void fill_logprobs(const float *row, int nv, int32_t tok, int k, struct e
  * an end-of-generation token, a callback that returns false, or
  * max_tokens. */
 void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t argmax, int64_t now) {
+    struct ereq *r = s->req;
+    if (r->constrained) { /* the row with every token the constraint refuses at -inf */
+        if (!r->constraint.mask(r->constraint.ctx, s->choice, e->allowed)) {
+            seq_finish(e, s, ENGINE_FINISH_STOP, NULL);
+            return;
+        }
+        for (int i = 0; i < e->n_vocab; i++)
+            e->masked_row[i] = e->allowed[i >> 5] >> (i & 31) & 1 ? row[i] : -INFINITY;
+        row = e->masked_row;
+        argmax = -1;
+    }
     int32_t tok = sampler_sample_argmax(s->smp, row, argmax);
     sampler_accept(s->smp, tok);
+    if (r->constrained && !e->is_eog[tok]) r->constraint.accept(r->constraint.ctx, s->choice, tok);
     seq_send_token(e, s, tok, row, now);
 }
 

@@ -642,6 +642,7 @@ static void builder_free(struct builder *b) {
 static struct grammar *compile(struct builder *b) {
     struct grammar *g = calloc(1, sizeof *g);
     if (!g) return oom(b), NULL;
+    pthread_mutex_init(&g->cache_mu, NULL);
     int n_alts = 0;
     long n_syms = 0;
     for (int r = 0; r < b->n_rules; r++) {
@@ -704,6 +705,8 @@ void grammar_free(struct grammar *g) {
     free(g->alts);
     free(g->syms);
     free(g->sets);
+    gcache_free(g->cache);
+    pthread_mutex_destroy(&g->cache_mu);
     free(g);
 }
 

@@ -10,6 +10,8 @@
 #ifndef KVIK_GRAMMAR_GRAMMAR_INT_H
 #define KVIK_GRAMMAR_GRAMMAR_INT_H
 
+#include <pthread.h>
+
 #include "grammar/grammar.h"
 
 enum { GSYM_END = 0, GSYM_BYTES = 1, GSYM_RULE = 2 };
@@ -35,6 +37,12 @@ struct grammar {
     struct gset *sets;
     int n_sets;
     int root;
+    /* masks already computed, by parser state (matcher.c): shared by every
+     * matcher of the grammar over one vocabulary */
+    pthread_mutex_t cache_mu;
+    struct gcache *cache;
 };
+
+void gcache_free(struct gcache *c); /* matcher.c; NULL is fine */
 
 #endif /* KVIK_GRAMMAR_GRAMMAR_INT_H */

@@ -161,8 +161,43 @@ int32_t grammar_vocab_size(const struct grammar_vocab *v) { return v->n_vocab; }
 struct gnode {
     uint32_t pos;
     int32_t parent;
-    int32_t next; /* the intern chain */
+    int32_t next;       /* the intern chain */
+    uint64_t sig1, sig2; /* the chain of positions from here down, hashed twice */
 };
+
+/* ---- the grammar's mask cache -------------------------------------------------- */
+
+/* Masks by parser state: the 128-bit hash of the stack set's position
+ * chains (and whether the start rule may end), for one vocabulary. When
+ * full it is emptied and filled again. */
+enum { GCACHE_SLOTS = 4096, GCACHE_MAX = 2048 };
+
+struct gcache_entry {
+    uint64_t k1, k2;
+    uint32_t *mask; /* NULL: empty slot */
+    int64_t allowed;
+};
+
+struct gcache {
+    const struct grammar_vocab *v;
+    struct gcache_entry slot[GCACHE_SLOTS];
+    int n;
+    uint64_t hits, misses;
+};
+
+void gcache_free(struct gcache *c) {
+    if (!c) return;
+    for (int i = 0; i < GCACHE_SLOTS; i++) free(c->slot[i].mask);
+    free(c);
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
 
 struct grammar_matcher {
     const struct grammar *g;
@@ -217,7 +252,10 @@ static int32_t node_get(struct grammar_matcher *m, uint32_t pos, int32_t parent)
         m->cap_nodes = cap;
     }
     int32_t i = m->n_nodes++;
-    m->nodes[i] = (struct gnode){pos, parent, m->bucket[h]};
+    uint64_t p1 = parent >= 0 ? m->nodes[parent].sig1 : 0x243F6A8885A308D3ull;
+    uint64_t p2 = parent >= 0 ? m->nodes[parent].sig2 : 0x13198A2E03707344ull;
+    m->nodes[i] = (struct gnode){pos, parent, m->bucket[h], mix64(p1 ^ (pos * 0x9E3779B97F4A7C15ull + 1)),
+                                 mix64(p2 + pos * 0xD6E8FEB86659FD93ull + 0x5851F42D4C957F2Dull)};
     m->bucket[h] = i;
     return i;
 }
@@ -404,7 +442,85 @@ bool grammar_matcher_accept_token(struct grammar_matcher *m, int32_t id) {
 bool grammar_matcher_can_end(const struct grammar_matcher *m) { return m->accept; }
 bool grammar_matcher_must_end(const struct grammar_matcher *m) { return m->n_cur == 0; }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The current state's key: its stacks' chain hashes, in order, and accept. */
+static void state_key(const struct grammar_matcher *m, uint64_t *k1, uint64_t *k2) {
+    uint64_t small[32][2], (*s)[2] = m->n_cur <= 32 ? small : malloc((size_t)m->n_cur * sizeof *s);
+    uint64_t h1 = m->accept ? 0xA5A5A5A5ull : 0x5A5A5A5Aull, h2 = h1 * 3;
+    if (!s) {
+        *k1 = *k2 = 0; /* not cached: see fill_mask */
+        return;
+    }
+    for (int i = 0; i < m->n_cur; i++) s[i][0] = m->nodes[m->cur[i]].sig1, s[i][1] = m->nodes[m->cur[i]].sig2;
+    qsort(s, (size_t)m->n_cur, sizeof *s, cmp_u64);
+    for (int i = 0; i < m->n_cur; i++) h1 = mix64(h1 ^ s[i][0]), h2 = mix64(h2 + s[i][1]);
+    *k1 = h1 | 1; /* never 0: 0 means "not cached" */
+    *k2 = h2;
+    if (s != small) free(s);
+}
+
+static struct gcache_entry *cache_find(struct gcache *c, uint64_t k1, uint64_t k2, bool *found) {
+    for (uint32_t i = (uint32_t)k1 & (GCACHE_SLOTS - 1);; i = (i + 1) & (GCACHE_SLOTS - 1)) {
+        struct gcache_entry *e = &c->slot[i];
+        if (!e->mask || (e->k1 == k1 && e->k2 == k2)) {
+            *found = e->mask != NULL;
+            return e;
+        }
+    }
+}
+
+static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask);
+
 int64_t grammar_matcher_fill_mask(struct grammar_matcher *m, uint32_t *mask) {
+    const struct grammar_vocab *v = m->v;
+    struct grammar *g = (struct grammar *)m->g;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    uint64_t k1, k2;
+    state_key(m, &k1, &k2);
+    bool found = false;
+    if (k1) {
+        pthread_mutex_lock(&g->cache_mu);
+        if (!g->cache && (g->cache = calloc(1, sizeof *g->cache))) g->cache->v = v;
+        struct gcache_entry *e = g->cache && g->cache->v == v ? cache_find(g->cache, k1, k2, &found) : NULL;
+        if (found) {
+            memcpy(mask, e->mask, words * sizeof *mask);
+            int64_t allowed = e->allowed;
+            g->cache->hits++;
+            pthread_mutex_unlock(&g->cache_mu);
+            return allowed;
+        }
+        pthread_mutex_unlock(&g->cache_mu);
+    }
+    int64_t allowed = fill_mask_walk(m, mask);
+    if (!k1) return allowed;
+    uint32_t *copy = malloc(words * sizeof *copy);
+    if (!copy) return allowed;
+    memcpy(copy, mask, words * sizeof *copy);
+    pthread_mutex_lock(&g->cache_mu);
+    struct gcache *c = g->cache;
+    if (c && c->v == v) {
+        c->misses++;
+        if (c->n >= GCACHE_MAX) { /* full: start again */
+            for (int i = 0; i < GCACHE_SLOTS; i++) free(c->slot[i].mask), c->slot[i].mask = NULL;
+            c->n = 0;
+        }
+        struct gcache_entry *e = cache_find(c, k1, k2, &found);
+        if (!found) {
+            *e = (struct gcache_entry){k1, k2, copy, allowed};
+            c->n++;
+            copy = NULL;
+        }
+    }
+    pthread_mutex_unlock(&g->cache_mu);
+    free(copy);
+    return allowed;
+}
+
+static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask) {
     const struct grammar_vocab *v = m->v;
     memset(mask, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *mask);
     int64_t allowed = 0;

@@ -55,6 +55,7 @@
 #include "server/metrics.h"
 #include "server/page.h"
 #include "server/request.h"
+#include "server/constrain.h"
 #include "server/response.h"
 #include "server/semantic.h"
 #include "server/server.h"
@@ -90,6 +91,8 @@ struct server {
     struct chat_format fmt;
     bool have_fmt;
     enum toolcall_style tool_style; /* how the template asks for tool calls (NONE: it has no tools) */
+    struct grammar_vocab *gvocab; /* the vocabulary as the grammar matcher's trie */
+    struct grammar_pool *gpool;   /* compiled grammars of recent requests */
     bool chat_strip_space; /* the vocabulary writes a space before words (SentencePiece) */
     struct engine *engine;
     int32_t *eog;          /* [n_eog] end-of-generation ids for the engine */
@@ -409,6 +412,23 @@ enum start_result { START_OK, START_ERROR, START_NOMEM, START_UNAVAILABLE };
 /* Prepares one prompt of req (tokens, echo, job) and submits it to the
  * engine; *out is its stream state, the job running. On failure e and
  * *why say what to answer (START_ERROR), or nothing was started. */
+/* The request's grammar as a constraint of n choices (*out NULL when it
+ * has none); false with e set when it does not compile. */
+static bool request_constraint(struct server *s, const struct api_request *req, struct constrain **out,
+                               struct api_error *e) {
+    *out = NULL;
+    if (req->grammar_kind == API_GRAMMAR_NONE) return true;
+    struct kvik_err err = {0};
+    const char *param = req->grammar_kind == API_GRAMMAR_GBNF ? "grammar" : "response_format";
+    int kind = req->grammar_kind == API_GRAMMAR_JSON_SCHEMA ? GRAMMAR_TEXT_SCHEMA : GRAMMAR_TEXT_GBNF;
+    const char *text = req->grammar_kind == API_GRAMMAR_JSON_OBJECT ? grammar_json_object_gbnf() : req->grammar;
+    if ((*out = constrain_new(s->gpool, kind, text, s->gvocab, req->n, &err))) return true;
+    if (err.code == KVIK_ERR_NOMEM) return api_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+    return api_fail(e, 400, "invalid_request_error",
+                    err.code == KVIK_ERR_UNSUPPORTED ? "unsupported_value" : "invalid_value", param, "Invalid '%s': %s.",
+                    param, err.msg);
+}
+
 /* With tool_choice required or a named function, the start of a call is
  * written into the prompt (Hermes: "<tool_call>\n{\"name\": \"", Llama 3:
  * "{\"name\": \"", the name and the arguments' key after it when named):
@@ -470,11 +490,13 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
         return START_ERROR;
     }
     char *prefill = NULL;
+    struct constrain *cons = NULL;
     if (!api_prepare(req, s->tok, s->have_fmt ? &s->fmt : NULL, s->n_ctx, &pr, e) ||
-        !add_prefill(s, req, &pr, &prefill, e)) {
+        !add_prefill(s, req, &pr, &prefill, e) || !request_constraint(s, req, &cons, e)) {
         bool ctx = e->code && !strcmp(e->code, "context_length_exceeded");
         *why = ctx ? METRICS_REJECT_CONTEXT : METRICS_REJECT_INVALID;
         api_prompt_free(&pr);
+        free(prefill);
         return START_ERROR;
     }
     /* no max_tokens: the rest of the context, as far as the KV pool reaches */
@@ -483,6 +505,8 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
     struct stream *st = calloc(1, sizeof *st);
     struct job *j = job_new(s->tok, req->n, req->logprobs, req->stop, req->n_stop,
                             route == API_ROUTE_CHAT && s->chat_strip_space);
+    if (j && cons) j->owned = cons, j->owned_free = (void (*)(void *))constrain_free;
+    else constrain_free(cons);
     if (!st || !j) {
         free(st);
         free(prefill);
@@ -534,6 +558,7 @@ static enum start_result start_job(struct server *s, struct MHD_Connection *conn
         .top_logprobs = req->logprobs ? req->top_logprobs : prompt_lp ? 0 : -1,
         .prompt_logprobs = prompt_lp,
         .ignore_eos = req->ignore_eos,
+        .constraint = j->owned ? constrain_engine(j->owned) : NULL,
         .cache_key = cache_key(s, conn, req->cache_salt),
         .on_event = job_on_event,
         .user = j,
@@ -1578,6 +1603,11 @@ static bool load_model(struct server *s) {
     s->vocab = s->tok;
     s->chat_strip_space = vocab_strips_space(s->tok);
     if (!(s->eog = engine_eog_ids(s->tok, &s->n_eog))) return false;
+    if (!(s->gpool = grammar_pool_new(64)) ||
+        !(s->gvocab = grammar_vocab_from_tokenizer(s->tok, s->eog, s->n_eog, &err))) {
+        fprintf(stderr, "kvik serve: %s\n", err.msg);
+        return false;
+    }
 
     struct engine_config ec = engine_config_default();
     s->n_ctx = s->cfg.n_ctx ? s->cfg.n_ctx : engine_default_ctx(s->model);
@@ -1662,6 +1692,8 @@ static void server_free(struct server *s) {
     embedder_free(s->remb);
     encoder_free(s->renc);
     free(s->eog);
+    grammar_vocab_free(s->gvocab);
+    grammar_pool_free(s->gpool);
     chat_format_free(&s->fmt);
     tokenizer_free(s->tok);
     model_free(s->model);

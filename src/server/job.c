@@ -70,6 +70,7 @@ bool job_set_prompt(struct job *j, const int32_t *ids, int n, size_t echo_len) {
 }
 
 static void job_free(struct job *j) {
+    if (j->owned_free) j->owned_free(j->owned);
     free(j->ptoks);
     for (int c = 0; c < j->n && j->ch; c++) {
         free(j->ch[c].text);

@@ -77,6 +77,8 @@ struct job {
     char *piece;            /* engine-thread scratch, detok_min_cap bytes */
     size_t piece_cap;
     bool overflow;          /* out of memory while collecting: ends as an error */
+    void *owned;            /* freed with the job by owned_free (a constraint the engine uses) */
+    void (*owned_free)(void *);
 };
 
 /* strip_space: drop one leading space of each choice's first piece (a chat

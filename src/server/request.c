@@ -83,6 +83,7 @@ char *api_utf8_sanitize(const char *s, size_t n, size_t *out_len) {
 enum { FIELD_BAD = -1, FIELD_ABSENT = 0, FIELD_OK = 1 };
 
 static const char *json_kind(const json_t *v) {
+    if (!v) return "nothing";
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
@@ -351,6 +352,41 @@ static bool parse_tool_members(json_t *msg, size_t i, const char *role, char **e
     return true;
 }
 
+/* response_format (text, json_object, json_schema) and grammar (GBNF). */
+static bool parse_format(json_t *root, struct api_request *r, struct api_error *e) {
+    json_t *g = field(root, "grammar"), *f = field(root, "response_format");
+    if (g) {
+        if (!json_is_string(g) || !json_string_length(g)) return type_error(e, "grammar", "a non-empty string", g);
+        r->grammar_kind = API_GRAMMAR_GBNF;
+        if (!(r->grammar = dup_string(g, NULL))) return nomem(e);
+    }
+    if (!f) return true;
+    json_t *t = json_is_object(f) ? json_object_get(f, "type") : NULL;
+    if (!json_is_string(t)) return type_error(e, "response_format.type", "a string", t);
+    const char *type = json_string_value(t);
+    if (!strcmp(type, "text")) return true;
+    if (g)
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", "grammar",
+                        "Give either 'grammar' or a 'response_format' other than text, not both.");
+    if (!strcmp(type, "json_object")) {
+        r->grammar_kind = API_GRAMMAR_JSON_OBJECT;
+        return true;
+    }
+    if (strcmp(type, "json_schema"))
+        return api_fail(e, 400, "invalid_request_error", "invalid_value", "response_format.type",
+                        "Invalid 'response_format.type': '%.40s' is not 'text', 'json_object' or 'json_schema'.", type);
+    json_t *js = json_object_get(f, "json_schema"), *schema = json_is_object(js) ? json_object_get(js, "schema") : NULL;
+    if (!json_is_object(js)) return type_error(e, "response_format.json_schema", "an object", js);
+    if (!json_is_object(schema) && !json_is_boolean(schema))
+        return type_error(e, "response_format.json_schema.schema", "an object", schema);
+    json_t *strict = json_object_get(js, "strict");
+    if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+        return type_error(e, "response_format.json_schema.strict", "a boolean", strict);
+    r->grammar_kind = API_GRAMMAR_JSON_SCHEMA;
+    if (!(r->grammar = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY))) return nomem(e);
+    return true;
+}
+
 /* tools, tool_choice and parallel_tool_calls (chat). */
 static bool parse_tools(json_t *root, struct api_request *r, struct api_error *e) {
     r->parallel_tool_calls = true;
@@ -568,11 +604,7 @@ static bool refuse_unsupported(json_t *root, const struct api_request *r, struct
         return unsupported(e, "functions", "is not supported by this server");
     if ((v = field(root, "logit_bias")) && (!json_is_object(v) || json_object_size(v) > 0))
         return unsupported(e, "logit_bias", "is not supported by this server");
-    if ((v = field(root, "response_format"))) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return unsupported(e, "response_format", "other than {\"type\": \"text\"} is not supported");
-    }
+
     if (r->route == API_ROUTE_COMPLETIONS) {
         if ((v = field(root, "suffix")) && (!json_is_string(v) || json_string_length(v) > 0))
             return unsupported(e, "suffix", "is not supported by this server");
@@ -592,6 +624,7 @@ static bool parse_fields(json_t *root, struct api_request *r, struct api_error *
     if (get_string(root, "cache_salt", &r->cache_salt, e) == FIELD_BAD) return false;
     if (chat ? !parse_messages(root, r, e) : !parse_prompt(root, r, e)) return false;
     if (chat && !parse_tools(root, r, e)) return false;
+    if (!parse_format(root, r, e)) return false;
 
     long long x;
     int st;
@@ -693,6 +726,7 @@ void api_request_free(struct api_request *r) {
     free(r->msg_extra);
     free(r->tools_json);
     free(r->tool_name);
+    free(r->grammar);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_more; i++) free(r->more[i].prompt), free(r->more[i].prompt_ids);

@@ -68,6 +68,9 @@ struct api_more_prompt {
     int n_prompt_ids;
 };
 
+/* A grammar the output must follow (response_format, or GBNF in "grammar"). */
+enum api_grammar { API_GRAMMAR_NONE, API_GRAMMAR_GBNF, API_GRAMMAR_JSON_SCHEMA, API_GRAMMAR_JSON_OBJECT };
+
 /* tool_choice: with tools, auto unless given. */
 enum api_tool_choice { API_TOOLS_AUTO, API_TOOLS_NONE, API_TOOLS_REQUIRED, API_TOOLS_NAMED };
 
@@ -109,6 +112,8 @@ struct api_request {
     int n_stop;
     bool ignore_eos;           /* extension (vLLM's): generate past end-of-generation tokens */
     char *user;                /* NULL: not given; only logged */
+    enum api_grammar grammar_kind;
+    char *grammar;             /* GBNF text, or the JSON Schema's JSON text; owned */
     char *cache_salt;          /* NULL: not given; prefix cache entries are shared only by
                                   requests with the same salt (and isolation key) */
 };

@@ -21,7 +21,7 @@ bool semantic_eligible(const struct api_request *req, enum semantic_mode mode) {
     if (req->n != 1 || req->logprobs || req->n_msgs == 0 || req->ignore_eos) return false;
     if (strcmp(req->msgs[req->n_msgs - 1].role, "user")) return false;
     /* tools: an answer may be a call, which the cache does not keep */
-    if (req->tools_json) return false;
+    if (req->tools_json || req->grammar_kind != API_GRAMMAR_NONE) return false;
     for (size_t i = 0; req->msg_extra && i < req->n_msgs; i++)
         if (req->msg_extra[i]) return false;
     return req->sp.temp <= 0 || mode == SEMANTIC_SAMPLED;
