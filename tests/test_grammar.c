@@ -286,3 +286,28 @@ TEST(grammar_schema_unsupported_keywords_named) {
         grammar_free(g);
     }
 }
+
+TEST(grammar_forced_tool_calls) {
+    static const char TOOLS[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},"
+        "\"required\":[\"city\"],\"additionalProperties\":false}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"ping\"}}]";
+    struct grammar *g = NULL;
+    struct kvik_err err = {0};
+    /* any function: the name's rest comes first (the prompt holds {"name": ") */
+    REQUIRE(grammar_from_tool_calls(TOOLS, strlen(TOOLS), NULL, false, &g, NULL, &err) == KVIK_OK);
+    CHECK(accepts(g, "get_weather\", \"arguments\": {\"city\": \"Paris\"}}"));
+    CHECK(accepts(g, "get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 3}}"));
+    CHECK(accepts(g, "ping\", \"arguments\": {}}"));
+    CHECK(!accepts(g, "get_weather\", \"arguments\": {\"days\": 3}}"));             /* city is required */
+    CHECK(!accepts(g, "get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 9}}")); /* out of bounds */
+    CHECK(!accepts(g, "get_time\", \"arguments\": {}}"));                          /* not a tool */
+    grammar_free(g);
+    /* one named function, Llama 3's key: the arguments alone */
+    REQUIRE(grammar_from_tool_calls(TOOLS, strlen(TOOLS), "get_weather", true, &g, NULL, &err) == KVIK_OK);
+    CHECK(accepts(g, "{\"city\": \"Rome\"}}") && !accepts(g, "{}}") && !accepts(g, "ping\", \"parameters\": {}}"));
+    grammar_free(g);
+    CHECK(grammar_from_tool_calls(TOOLS, strlen(TOOLS), "nope", false, &g, NULL, &err) == KVIK_ERR_FORMAT);
+    CHECK(grammar_from_tool_calls("{}", 2, NULL, false, &g, NULL, &err) == KVIK_ERR_FORMAT && !g);
+}

@@ -37,6 +37,7 @@ int cmd_bench_tokenizer(int argc, char **argv); /* argv[1] is "tokenizer" */
 int cmd_vocab_import(int argc, char **argv);
 int cmd_bench_serve(int argc, char **argv); /* argv[1] is "serve", "sweep" or "compare" */
 int cmd_bench_vector(int argc, char **argv); /* argv[1] is "vector" */
+int cmd_bench_grammar(int argc, char **argv); /* argv[1] is "grammar" */
 int cmd_pull(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 

@@ -29,6 +29,8 @@ static void usage(FILE *f) {
             "         tokenizer MB/s and tokens/s against Hugging Face tokenizers (--help)\n"
             "       kvik bench vector --base F --queries F --truth F --dim D [--json]\n"
             "         the vector store's HNSW: build time, memory, queries/s and recall (--help)\n"
+            "       kvik bench grammar [-m M] [--schemas FILE] [--json]\n"
+            "         grammar-constrained decoding: mask time per token, compile time (--help)\n"
             "       kvik bench serve --url URL [--rate R] [--max-concurrency C] ...\n"
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"
             "         kvik bench sweep (rates or concurrencies), kvik bench compare A.json B.json\n"
@@ -71,6 +73,7 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "engine")) return cmd_bench_engine(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "vector")) return cmd_bench_vector(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "grammar")) return cmd_bench_grammar(argc, argv);
     if (argc >= 2 && (!strcmp(argv[1], "serve") || !strcmp(argv[1], "sweep") || !strcmp(argv[1], "compare")))
         return cmd_bench_serve(argc, argv);
     if (argc < 2 || strcmp(argv[1], "kernels") != 0) {
@@ -78,7 +81,7 @@ int cmd_bench(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "kvik bench: expected 'kernels', 'offline', 'engine', 'tokenizer', 'vector', 'serve', 'sweep' or 'compare' (try kvik bench --help)\n");
+        fprintf(stderr, "kvik bench: expected 'kernels', 'offline', 'engine', 'tokenizer', 'vector', 'grammar', 'serve', 'sweep' or 'compare' (try kvik bench --help)\n");
         return 2;
     }
     struct bench_params p;

@@ -39,6 +39,23 @@ kvik_status grammar_from_gbnf(const char *src, size_t len, struct grammar **out,
 kvik_status grammar_from_json_schema(const char *schema, size_t len, struct grammar **out, char **gbnf_out,
                                      struct kvik_err *err);
 
+/* The same from a schema already parsed (convert/json.h). */
+struct json_value;
+kvik_status grammar_from_schema_value(const struct json_value *schema, struct grammar **out, char **gbnf_out,
+                                      struct kvik_err *err);
+
+/*
+ * The rest of a tool call whose start the prompt holds (tool_choice
+ * required or a named function): for each function of tools_json (an
+ * OpenAI tools array; only the one named `only`, when given) its name's
+ * JSON text less the opening quote and `, "arguments": ` (`, "parameters":
+ * ` with llama3), then arguments valid against its parameters schema
+ * (any object without one), then the call's closing brace. With `only`
+ * the name is in the prompt too: the arguments come first.
+ */
+kvik_status grammar_from_tool_calls(const char *tools_json, size_t len, const char *only, bool llama3,
+                                    struct grammar **out, char **gbnf_out, struct kvik_err *err);
+
 /* The GBNF of any JSON object (response_format json_object). */
 const char *grammar_json_object_gbnf(void);
 

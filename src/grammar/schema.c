@@ -428,7 +428,7 @@ static int string_rule(struct sc *c, const struct json_value *s) {
             {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? ( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
             {"date-time", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) \"T\" ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? ( \"Z\" | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
             {"uuid", "[0-9a-f]{8} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{4} \"-\" [0-9a-f]{12}"},
-            {"email", "[a-zA-Z0-9_+-] [a-zA-Z0-9._+-]{0,63} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,62} ( \".\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,62} )* \".\" [a-zA-Z]{2,24}"},
+            {"email", "[a-zA-Z0-9_+-] [a-zA-Z0-9._+-]{0,31} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,31} ( \".\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,31} ){0,2} \".\" [a-zA-Z]{2,12}"},
         };
         size_t k = 0;
         while (k < sizeof formats / sizeof formats[0] && (fmt->type != JSON_STRING || strcmp(fmt->str, formats[k].name))) k++;
@@ -794,8 +794,77 @@ kvik_status grammar_from_json_schema(const char *schema, size_t len, struct gram
     struct kvik_err jerr = {0};
     if (json_parse(schema, len, &root, &jerr))
         return err_set(err, KVIK_ERR_FORMAT, "json schema: not valid JSON: %s", jerr.msg);
-    struct sc c = {.root = &root, .err = err};
-    int top = schema_rule(&c, &root);
+    kvik_status st = grammar_from_schema_value(&root, out, gbnf_out, err);
+    json_free(&root);
+    return st;
+}
+
+kvik_status grammar_from_tool_calls(const char *tools_json, size_t len, const char *only, bool llama3,
+                                    struct grammar **out, char **gbnf_out, struct kvik_err *err) {
+    *out = NULL;
+    if (gbnf_out) *gbnf_out = NULL;
+    struct json_value tools;
+    struct kvik_err jerr = {0};
+    if (json_parse(tools_json, len, &tools, &jerr) || tools.type != JSON_ARRAY) {
+        if (!jerr.code) json_free(&tools);
+        return err_set(err, KVIK_ERR_FORMAT, "tools: not a JSON array");
+    }
+    struct sc c = {.err = err};
+    struct strbuf alts = {0};
+    int n_alts = 0;
+    for (size_t i = 0; i < tools.len && !c.st; i++) {
+        const struct json_value *fn = member(&tools.items[i], "function"), *name = member(fn, "name");
+        const struct json_value *params = member(fn, "parameters");
+        if (!name || name->type != JSON_STRING || (only && strcmp(name->str, only))) continue;
+        int args;
+        if (params) {
+            c.root = params; /* its $refs point into it */
+            for (int k = 0; k < c.n_refs; k++) free(c.ref_path[k]);
+            c.n_refs = 0;
+            args = schema_rule(&c, params);
+        } else if ((args = new_rule(&c)) >= 0) {
+            rule_head(&c, args);
+            strbuf_puts(&c.rules, " object\n");
+        }
+        if (args < 0) break;
+        /* the name's JSON text without its opening quote (the prompt has it) */
+        struct strbuf q = {0};
+        strbuf_json(&q, name->str);
+        strbuf_puts(&q, llama3 ? ", \"parameters\": " : ", \"arguments\": ");
+        strbuf_puts(&alts, n_alts++ ? " | " : "");
+        if (!only) put_literal(&alts, q.p + 1, q.n - 1);
+        rule_ref(&alts, args);
+        free(q.p);
+    }
+    kvik_status st = c.st;
+    if (!st && !n_alts) st = err_set(err, KVIK_ERR_FORMAT, "tools: no function%s%s", only ? " named " : "", only ? only : "");
+    struct strbuf text = {0};
+    if (!st) {
+        strbuf_puts(&text, "root ::= ( ");
+        strbuf_put(&text, alts.p, alts.n);
+        strbuf_puts(&text, " ) ws \"}\"\n");
+        strbuf_puts(&text, VALUE_RULES);
+        if (c.rules.p) strbuf_put(&text, c.rules.p, c.rules.n);
+        if (text.oom || c.rules.oom || alts.oom) st = err_set(err, KVIK_ERR_NOMEM, "tools: out of memory");
+    }
+    if (!st) st = grammar_from_gbnf(text.p, text.n, out, err);
+    if (!st && gbnf_out) *gbnf_out = text.p, text.p = NULL;
+    free(text.p);
+    free(alts.p);
+    free(c.rules.p);
+    for (int i = 0; i < c.n_refs; i++) free(c.ref_path[i]);
+    free(c.ref_path);
+    free(c.ref_rule);
+    json_free(&tools);
+    return st;
+}
+
+kvik_status grammar_from_schema_value(const struct json_value *root, struct grammar **out, char **gbnf_out,
+                                      struct kvik_err *err) {
+    *out = NULL;
+    if (gbnf_out) *gbnf_out = NULL;
+    struct sc c = {.root = root, .err = err};
+    int top = schema_rule(&c, root);
     kvik_status st = c.st;
     if (!st && top < 0) st = err_set(err, KVIK_ERR_FORMAT, "json schema: cannot be compiled");
     struct strbuf text = {0};
@@ -814,6 +883,5 @@ kvik_status grammar_from_json_schema(const char *schema, size_t len, struct gram
     for (int i = 0; i < c.n_refs; i++) free(c.ref_path[i]);
     free(c.ref_path);
     free(c.ref_rule);
-    json_free(&root);
     return st;
 }

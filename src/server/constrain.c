@@ -60,8 +60,23 @@ static struct pool_entry *pool_get(struct grammar_pool *p, int kind, const char 
     pthread_mutex_unlock(&p->mu);
     /* compiled outside the lock: two requests may both compile it; one entry is kept */
     struct grammar *g = NULL;
-    kvik_status st = kind == GRAMMAR_TEXT_GBNF ? grammar_from_gbnf(text, strlen(text), &g, err)
-                                               : grammar_from_json_schema(text, strlen(text), &g, NULL, err);
+    kvik_status st;
+    if (kind == GRAMMAR_TEXT_TOOLS) {
+        const char *nl = strchr(text, '\n');
+        char head[320];
+        size_t hl = nl ? (size_t)(nl - text) : 0;
+        if (!nl || hl >= sizeof head) return err_set(err, KVIK_ERR_INVALID_ARG, "tools: bad pool text"), NULL;
+        memcpy(head, text, hl);
+        head[hl] = 0;
+        char *name = strchr(head, ' ');
+        if (name) *name++ = 0;
+        bool llama3 = !strcmp(head, "llama3");
+        st = grammar_from_tool_calls(nl + 1, strlen(nl + 1), name && strcmp(name, "*") ? name : NULL, llama3, &g, NULL,
+                                     err);
+    } else {
+        st = kind == GRAMMAR_TEXT_GBNF ? grammar_from_gbnf(text, strlen(text), &g, err)
+                                       : grammar_from_json_schema(text, strlen(text), &g, NULL, err);
+    }
     if (st) return NULL;
     struct pool_entry *e = calloc(1, sizeof *e);
     if (!e || !(e->text = strdup(text))) {

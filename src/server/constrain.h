@@ -16,8 +16,10 @@ struct grammar_pool;
 struct grammar_pool *grammar_pool_new(int max);
 void grammar_pool_free(struct grammar_pool *p); /* after every constrain_free */
 
-/* kind 0: GBNF text; 1: a JSON Schema's text. */
-enum { GRAMMAR_TEXT_GBNF, GRAMMAR_TEXT_SCHEMA };
+/* What a pool text is: GBNF, a JSON Schema, or a forced tool call (the
+ * line "hermes NAME" or "llama3 NAME" (NAME "*": any function), then the
+ * tools array: grammar_from_tool_calls). */
+enum { GRAMMAR_TEXT_GBNF, GRAMMAR_TEXT_SCHEMA, GRAMMAR_TEXT_TOOLS };
 
 /* A constraint of n choices over the pool's grammar of (kind, text),
  * compiled on first use, and v (which must outlive it). NULL with err set

@@ -417,12 +417,30 @@ enum start_result { START_OK, START_ERROR, START_NOMEM, START_UNAVAILABLE };
 static bool request_constraint(struct server *s, const struct api_request *req, struct constrain **out,
                                struct api_error *e) {
     *out = NULL;
-    if (req->grammar_kind == API_GRAMMAR_NONE) return true;
+    bool forced = req->tools_json && (req->tool_choice == API_TOOLS_REQUIRED || req->tool_choice == API_TOOLS_NAMED);
+    if (req->grammar_kind == API_GRAMMAR_NONE && !forced) return true;
     struct kvik_err err = {0};
     const char *param = req->grammar_kind == API_GRAMMAR_GBNF ? "grammar" : "response_format";
     int kind = req->grammar_kind == API_GRAMMAR_JSON_SCHEMA ? GRAMMAR_TEXT_SCHEMA : GRAMMAR_TEXT_GBNF;
     const char *text = req->grammar_kind == API_GRAMMAR_JSON_OBJECT ? grammar_json_object_gbnf() : req->grammar;
-    if ((*out = constrain_new(s->gpool, kind, text, s->gvocab, req->n, &err))) return true;
+    char *tools_text = NULL;
+    if (forced) { /* the call's rest, its arguments held to the function's schema */
+        if (req->grammar_kind != API_GRAMMAR_NONE)
+            return api_fail(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "A forced tool call ('required' or a named function) cannot take a grammar or a "
+                            "response_format too.");
+        const char *name = req->tool_choice == API_TOOLS_NAMED ? req->tool_name : "*";
+        size_t n = strlen(req->tools_json) + strlen(name) + 16;
+        if (!(tools_text = malloc(n))) return api_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
+        snprintf(tools_text, n, "%s %s\n%s", s->tool_style == TOOLCALL_LLAMA3 ? "llama3" : "hermes", name,
+                 req->tools_json);
+        kind = GRAMMAR_TEXT_TOOLS;
+        text = tools_text;
+        param = "tools";
+    }
+    *out = constrain_new(s->gpool, kind, text, s->gvocab, req->n, &err);
+    free(tools_text);
+    if (*out) return true;
     if (err.code == KVIK_ERR_NOMEM) return api_fail(e, 500, "server_error", NULL, NULL, "Out of memory.");
     return api_fail(e, 400, "invalid_request_error",
                     err.code == KVIK_ERR_UNSUPPORTED ? "unsupported_value" : "invalid_value", param, "Invalid '%s': %s.",

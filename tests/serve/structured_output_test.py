@@ -6,7 +6,7 @@
 
 For every schema of FILE (tests/data/schemas/schemas.json: a name, a prompt
 and a JSON Schema each, written for the purpose), N chat completions with
-response_format json_schema (strict), sampled at temperature 0.8 with
+response_format json_schema (strict), sampled at temperature 0.7 with
 seeds 1..N so that they differ, through the official OpenAI client. Each
 reply must parse as JSON and validate against its schema with Python's
 jsonschema (Draft 2020-12, formats checked: date, date-time, email, uuid).
@@ -29,7 +29,7 @@ def main():
     ap.add_argument("--api-key", default="none")
     ap.add_argument("--schemas", required=True)
     ap.add_argument("--per-schema", type=int, default=10)
-    ap.add_argument("--max-tokens", type=int, default=400)
+    ap.add_argument("--max-tokens", type=int, default=500)
     ap.add_argument("--pydantic", action="store_true")
     args = ap.parse_args()
     client = OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0, timeout=600)
@@ -45,7 +45,7 @@ def main():
         for seed in range(1, args.per_schema + 1):
             total += 1
             r = client.chat.completions.create(
-                model=model, temperature=0.8, seed=seed, max_tokens=args.max_tokens,
+                model=model, temperature=0.7, seed=seed, max_tokens=args.max_tokens,
                 messages=[{"role": "system", "content": "Answer with JSON only."},
                           {"role": "user", "content": s["prompt"]}],
                 response_format={"type": "json_schema",
