@@ -227,8 +227,8 @@ TEST(grammar_schema_documents) {
     } cases[] = {
         {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},"
          "\"required\":[\"name\"],\"additionalProperties\":false}",
-         {"{\"name\":\"Ada\"}", "{\"name\": \"Ada\", \"age\": 36}", "{ \"name\" : \"\\u00e9\\n\" }\n"},
-         {"{}", "{\"age\":36}", "{\"age\":36,\"name\":\"Ada\"}", "{\"name\":\"Ada\",\"x\":1}", "{\"name\":\"Ada\",}"}},
+         {"{\"name\":\"Ada\"}", "{\"name\": \"Ada\", \"age\": 36}", "{ \"name\" : \"\\u00e9\\n\" }"},
+         {"{}", "{\"name\":\"Ada\"} ", "{\"age\":36}", "{\"age\":36,\"name\":\"Ada\"}", "{\"name\":\"Ada\",\"x\":1}", "{\"name\":\"Ada\",}"}},
         {"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,\"maxItems\":3}",
          {"[true,false]", "[ true , false , true ]"},
          {"[]", "[true]", "[true,true,true,true]", "[1,2]"}},

@@ -187,7 +187,7 @@ static int cmp_cpr(const void *x, const void *y) {
 /* The symbol of a class of code-point ranges (sorted and merged here;
  * negated: its complement; surrogates never match). */
 static bool class_sym(struct builder *b, struct cpr *r, int n, bool negate, struct gsym *out) {
-    qsort(r, (size_t)n, sizeof *r, cmp_cpr);
+    if (n) qsort(r, (size_t)n, sizeof *r, cmp_cpr);
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (m && r[i].lo <= r[m - 1].hi + 1) {
@@ -207,7 +207,7 @@ static bool class_sym(struct builder *b, struct cpr *r, int n, bool negate, stru
         }
         if (at <= 0x10FFFF) c[k++] = (struct cpr){at, 0x10FFFF};
     } else {
-        memcpy(c, r, (size_t)m * sizeof *c);
+        if (m) memcpy(c, r, (size_t)m * sizeof *c);
         k = m;
     }
     /* cut the surrogates out */
@@ -658,14 +658,15 @@ static struct grammar *compile(struct builder *b) {
         grammar_free(g);
         return oom(b), NULL;
     }
-    memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof *g->sets);
+    if (b->n_sets) memcpy(g->sets, b->sets, (size_t)b->n_sets * sizeof *g->sets);
     g->n_sets = b->n_sets;
     int ai = 0, si = 0;
     for (int r = 0; r < b->n_rules; r++) {
         g->rule_alt0[r] = (uint32_t)ai;
         for (int a = 0; a < b->rules[r].n; a++) {
             g->alts[ai++] = (uint32_t)si;
-            memcpy(g->syms + si, b->rules[r].alts[a].s, (size_t)b->rules[r].alts[a].n * sizeof *g->syms);
+            if (b->rules[r].alts[a].n) /* an empty alternative has no array */
+                memcpy(g->syms + si, b->rules[r].alts[a].s, (size_t)b->rules[r].alts[a].n * sizeof *g->syms);
             si += b->rules[r].alts[a].n;
             g->syms[si++] = (struct gsym){GSYM_END, 0};
         }

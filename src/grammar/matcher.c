@@ -71,13 +71,13 @@ struct grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piec
         free(order);
         goto nomem;
     }
-    memcpy(v->eog, eog, (size_t)n_eog * sizeof *eog);
+    if (n_eog) memcpy(v->eog, eog, (size_t)n_eog * sizeof *eog);
     v->n_eog = n_eog;
     size_t at = 0;
     int32_t n_real = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
         uint32_t l = lens[i] > 65535 ? 0 : lens[i];
-        memcpy(v->bytes + at, pieces[i], l);
+        if (l) memcpy(v->bytes + at, pieces[i], l);
         v->piece[i] = v->bytes + at;
         v->len[i] = l;
         at += l;
@@ -398,7 +398,7 @@ bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size
     int na = 0, ca = 0, cb = 0;
     bool acc = m->accept;
     if (!grow((void **)&a, &ca, m->n_cur + 1, sizeof *a)) return false;
-    memcpy(a, m->cur, (size_t)m->n_cur * sizeof *a);
+    if (m->n_cur) memcpy(a, m->cur, (size_t)m->n_cur * sizeof *a);
     na = m->n_cur;
     for (size_t i = 0; i < n; i++) {
         int nb = 0;
@@ -532,7 +532,7 @@ static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask) {
             }
     int32_t mark = m->n_nodes;
     if (!grow((void **)&m->sets, &m->cap_sets, m->n_cur + 1, sizeof *m->sets)) return allowed;
-    memcpy(m->sets, m->cur, (size_t)m->n_cur * sizeof *m->sets);
+    if (m->n_cur) memcpy(m->sets, m->cur, (size_t)m->n_cur * sizeof *m->sets);
     m->set_at[0] = 0;
     m->set_at[1] = m->n_cur;
     for (int32_t k = 1; k < v->n_nodes;) {
