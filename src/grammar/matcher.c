@@ -36,24 +36,16 @@ struct grammar_vocab {
     uint8_t *bytes;
 };
 
-struct sort_ctx {
-    const uint8_t *const *p;
-    const uint32_t *len;
-};
-
-static struct sort_ctx g_sort; /* qsort has no context argument; guarded by the vocab lock below */
-
-static int cmp_tok(const void *a, const void *b) {
+/* Token ids by their bytes (a shorter prefix first), then by id. */
+static int cmp_tok(const void *a, const void *b, void *ctx) {
+    const struct grammar_vocab *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = g_sort.len[x], ly = g_sort.len[y], n = lx < ly ? lx : ly;
-    int c = memcmp(g_sort.p[x], g_sort.p[y], n);
+    uint32_t lx = v->len[x], ly = v->len[y], n = lx < ly ? lx : ly;
+    int c = memcmp(v->piece[x], v->piece[y], n);
     if (c) return c;
     if (lx != ly) return lx < ly ? -1 : 1;
     return x < y ? -1 : x > y;
 }
-
-#include <pthread.h>
-static pthread_mutex_t g_sort_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *pieces, const uint32_t *lens,
                                         const int32_t *eog, int n_eog, struct kvik_err *err) {
@@ -83,10 +75,7 @@ struct grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piec
         at += l;
         if (l) order[n_real++] = i;
     }
-    pthread_mutex_lock(&g_sort_mu);
-    g_sort = (struct sort_ctx){v->piece, v->len};
-    qsort(order, (size_t)n_real, sizeof *order, cmp_tok);
-    pthread_mutex_unlock(&g_sort_mu);
+    qsort_r(order, (size_t)n_real, sizeof *order, cmp_tok, v);
     /* nodes: at most the root and one a byte of every token */
     size_t cap = 1 + total;
     v->byte = malloc(cap);

@@ -505,33 +505,25 @@ static int object_rule(struct sc *c, const struct json_value *s) {
         free(kv);
         return -1;
     }
+    char member[64], b[128]; /* one extra member */
+    if (extra_rule >= 0) snprintf(member, sizeof member, "string ws \":\" ws r%d ws", extra_rule);
+    else snprintf(member, sizeof member, "string ws \":\" ws value ws");
     rule_head(c, tail);
-    if (extras) {
-        char b[96];
-        if (extra_rule >= 0) snprintf(b, sizeof b, " ( \",\" ws string ws \":\" ws r%d ws )*\n", extra_rule);
-        else snprintf(b, sizeof b, " ( \",\" ws string ws \":\" ws value ws )*\n");
-        strbuf_puts(&c->rules, b);
-    } else {
-        strbuf_puts(&c->rules, "\"\"\n");
-    }
-    int next_rest = tail, next_first = -1; /* first_{n}: extras alone, or nothing */
-    int first_end = new_rule(c);
+    if (extras) snprintf(b, sizeof b, " ( \",\" ws %s )*\n", member);
+    strbuf_puts(&c->rules, extras ? b : "\"\"\n");
+    int first_end = new_rule(c); /* first_n: the extras alone, or nothing */
     if (first_end < 0) {
         free(kv);
         return -1;
     }
     rule_head(c, first_end);
     if (extras) {
-        char b[96];
-        if (extra_rule >= 0) snprintf(b, sizeof b, " ( string ws \":\" ws r%d ws", extra_rule);
-        else snprintf(b, sizeof b, " ( string ws \":\" ws value ws");
+        snprintf(b, sizeof b, " ( %s r%d )?\n", member, tail);
         strbuf_puts(&c->rules, b);
-        rule_ref(&c->rules, tail);
-        strbuf_puts(&c->rules, " )?\n");
     } else {
         strbuf_puts(&c->rules, "\"\"\n");
     }
-    next_first = first_end;
+    int next_rest = tail, next_first = first_end;
     for (size_t k = n; k-- > 0;) {
         bool need = is_required(req, props->members[k].key);
         int rest = new_rule(c), first = new_rule(c);
@@ -570,7 +562,8 @@ static int object_rule(struct sc *c, const struct json_value *s) {
 static int array_rule(struct sc *c, const struct json_value *s) {
     const struct json_value *items = member(s, "items");
     double mn = 0, mx = -1;
-    bool has_min = bound(s, "minItems", &mn), has_max = bound(s, "maxItems", &mx);
+    bound(s, "minItems", &mn);
+    bool has_max = bound(s, "maxItems", &mx);
     if (mn < 0 || mn > 1000 || (has_max && (mx < mn || mx > 1000)))
         return bad(c, KVIK_ERR_UNSUPPORTED, "json schema: minItems/maxItems out of 0..1000%s", NULL), -1;
     int item = -1;
@@ -597,7 +590,6 @@ static int array_rule(struct sc *c, const struct json_value *s) {
     else snprintf(more, sizeof more, "{%d,%d}", mlo, hi - 1);
     snprintf(b, sizeof b, " \"[\" ws ( %s ws ( \",\" ws %s ws )%s )%s \"]\"\n", it, it, more, lo == 0 ? "?" : "");
     strbuf_puts(&c->rules, b);
-    (void)has_min;
     return r;
 }
 
