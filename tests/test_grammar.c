@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "grammar/grammar.h"
+#include "grammar/grammar_int.h"
 #include "model/model.h"
 #include "test.h"
 #include "tokenizer/tokenizer.h"
@@ -141,17 +142,44 @@ static void check_mask(const struct grammar *g, const struct grammar_vocab *v, c
     grammar_matcher_free(m);
 }
 
-TEST(grammar_mask_equals_token_by_token) {
+/* The default model's tokenizer and its vocabulary for the matcher. */
+struct vocab_fixture {
+    struct model *model;
+    struct tokenizer *tok;
+    int32_t *eog;
+    int n_eog;
+    struct grammar_vocab *v;
+};
+
+static void vocab_fixture_free(struct vocab_fixture *f);
+
+static bool vocab_fixture_load(struct vocab_fixture *f) {
     char path[4096];
-    if (!test_default_model(path, sizeof path)) return;
-    struct model *model = NULL;
-    struct tokenizer *tok = NULL;
+    memset(f, 0, sizeof *f);
+    if (!test_default_model(path, sizeof path)) return false;
     struct kvik_err err = {0};
-    REQUIRE(model_load(path, &model, &err) == KVIK_OK && tokenizer_load(model->file, &tok, &err) == KVIK_OK);
-    int n_eog = 0;
-    int32_t *eog = engine_eog_ids(tok, &n_eog);
-    struct grammar_vocab *v = grammar_vocab_from_tokenizer(tok, eog, n_eog, &err);
-    REQUIRE(v);
+    if (!model_load(path, &f->model, &err) && !tokenizer_load(f->model->file, &f->tok, &err)) {
+        f->eog = engine_eog_ids(f->tok, &f->n_eog);
+        f->v = grammar_vocab_from_tokenizer(f->tok, f->eog, f->n_eog, &err);
+    }
+    CHECK_MSG(f->v != NULL, "%s: %s", path, err.msg);
+    if (!f->v) vocab_fixture_free(f);
+    return f->v != NULL;
+}
+
+static void vocab_fixture_free(struct vocab_fixture *f) {
+    grammar_vocab_free(f->v);
+    free(f->eog);
+    tokenizer_free(f->tok);
+    model_free(f->model);
+}
+
+TEST(grammar_mask_equals_token_by_token) {
+    struct vocab_fixture f;
+    if (!vocab_fixture_load(&f)) return;
+    struct grammar_vocab *v = f.v;
+    const struct tokenizer *tok = f.tok;
+    int n_eog = f.n_eog;
     struct grammar *g = compile("root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws str ws \"}\"\n"
                                 "str ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\n]*");
     REQUIRE(g);
@@ -166,10 +194,69 @@ TEST(grammar_mask_equals_token_by_token) {
     CHECK(allowed[0] < 20 && allowed[0] >= 1);    /* "{" and its kin */
     CHECK_EQ_INT(allowed[6], n_eog);              /* done: only the end */
     grammar_free(g);
-    grammar_vocab_free(v);
-    free(eog);
-    tokenizer_free(tok);
-    model_free(model);
+    vocab_fixture_free(&f);
+}
+
+/* The masks built from slices (body text exactly up to a length, letters
+ * and digits) agree with trying every token: inside counted and unbounded
+ * strings, at their ends, mid-character, mid-escape and in an email. */
+TEST(grammar_mask_slices_equal_token_by_token) {
+    struct vocab_fixture f;
+    if (!vocab_fixture_load(&f)) return;
+    struct grammar_vocab *v = f.v;
+    const struct tokenizer *tok = f.tok;
+    static const char schema[] =
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":6},"
+        "\"b\":{\"type\":\"string\"},\"c\":{\"type\":\"string\",\"format\":\"email\"},"
+        "\"d\":{\"type\":\"string\",\"maxLength\":40}},\"required\":[\"a\",\"b\",\"c\",\"d\"],"
+        "\"additionalProperties\":false}";
+    struct grammar *g = NULL;
+    struct kvik_err err = {0};
+    REQUIRE(grammar_from_json_schema(schema, sizeof schema - 1, &g, NULL, &err) == KVIK_OK);
+    static const char *const prefixes[] = {
+        "{\"a\": \"",                                   /* counted: 0 of 2..6 */
+        "{\"a\": \"x",                                  /* below the minimum */
+        "{\"a\": \"xyz",                                /* 3 of 6 */
+        "{\"a\": \"xyzuv",                              /* 1 left */
+        "{\"a\": \"xyzuvw",                             /* none left: the quote */
+        "{\"a\": \"xy\\",                               /* mid-escape */
+        "{\"a\": \"xy\xc3",                             /* mid-character */
+        "{\"a\": \"xy\", \"b\": \"",                    /* unbounded */
+        "{\"a\": \"xy\", \"b\": \"\xe2\x82",            /* unbounded, mid-character */
+        "{\"a\": \"xy\", \"b\": \"q\", \"c\": \"jo",     /* email, local part */
+        "{\"a\": \"xy\", \"b\": \"q\", \"c\": \"jo@ex", /* email, domain */
+        "{\"a\": \"xy\", \"b\": \"q\", \"c\": \"j@e.io\", \"d\": \"0123456789012345678901234567890", /* 31 of 40 */
+    };
+    int64_t allowed[sizeof prefixes / sizeof *prefixes];
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) check_mask(g, v, tok, prefixes[i], &allowed[i]);
+    /* a matcher that forgot its automaton gives the same masks on */
+    {
+        struct grammar_matcher *a = grammar_matcher_new(g, v, &err), *b = grammar_matcher_new(g, v, &err);
+        REQUIRE(a && b);
+        const char *p = prefixes[11];
+        size_t words = ((size_t)grammar_vocab_size(v) + 31) / 32;
+        uint32_t *ma = calloc(words, sizeof *ma), *mb = calloc(words, sizeof *mb);
+        REQUIRE(ma && mb);
+        for (size_t i = 0; p[i]; i++) {
+            REQUIRE(grammar_matcher_accept_bytes(a, p + i, 1) && grammar_matcher_accept_bytes(b, p + i, 1));
+            if (i % 7 == 3) {
+                REQUIRE(grammar_matcher_forget(b));
+                int64_t nb = grammar_matcher_fill_mask(b, mb); /* first: b walks, a finds it cached */
+                CHECK_EQ_INT(grammar_matcher_fill_mask(a, ma), nb);
+                CHECK(!memcmp(ma, mb, words * sizeof *ma));
+            }
+        }
+        free(ma);
+        free(mb);
+        grammar_matcher_free(a);
+        grammar_matcher_free(b);
+    }
+    CHECK(allowed[7] > 1000);           /* an unbounded string: most tokens */
+    CHECK(allowed[2] < allowed[7]);     /* 3 more characters at most */
+    CHECK(allowed[3] < allowed[2]);
+    CHECK(allowed[4] >= 1 && allowed[4] < 20); /* the closing quote and its kin */
+    grammar_free(g);
+    vocab_fixture_free(&f);
 }
 
 /* ---- JSON Schema ---------------------------------------------------------- */

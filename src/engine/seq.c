@@ -10,6 +10,7 @@
  * e->done for requests whose last choice ended.
  */
 #include <math.h>
+#include <string.h>
 
 #include "engine/engine_int.h"
 
@@ -116,6 +117,21 @@ static void fill_logprobs(const float *row, int nv, int32_t tok, int k, struct e
     ev->n_top = n;
 }
 
+/* out[i] = row[i] where bit i of allowed is set, else -inf; a word of 32
+ * at a time where the word is all one way. */
+static void mask_row(float *out, const float *row, const uint32_t *allowed, int n) {
+    for (int w = 0; w * 32 < n; w++) {
+        int i0 = w * 32, i1 = i0 + 32 < n ? i0 + 32 : n;
+        uint32_t bits = allowed[w];
+        if (bits == 0)
+            for (int i = i0; i < i1; i++) out[i] = -INFINITY;
+        else if (bits == 0xFFFFFFFFu)
+            memcpy(out + i0, row + i0, (size_t)(i1 - i0) * sizeof *out);
+        else
+            for (int i = i0; i < i1; i++) out[i] = bits >> (i - i0) & 1 ? row[i] : -INFINITY;
+    }
+}
+
 /* Samples the next token of s from row (argmax: the row's argmax as the forward
  * pass found it, or -1), sends it, and ends the choice on
  * an end-of-generation token, a callback that returns false, or
@@ -127,8 +143,7 @@ void seq_emit_token(struct engine *e, struct eseq *s, const float *row, int64_t 
             seq_finish(e, s, ENGINE_FINISH_STOP, NULL);
             return;
         }
-        for (int i = 0; i < e->n_vocab; i++)
-            e->masked_row[i] = e->allowed[i >> 5] >> (i & 31) & 1 ? row[i] : -INFINITY;
+        mask_row(e->masked_row, row, e->allowed, e->n_vocab);
         row = e->masked_row;
         argmax = -1;
     }

@@ -639,6 +639,26 @@ static void builder_free(struct builder *b) {
     free(b->sets);
 }
 
+/* Splits the bytes by each set in turn: after all, two bytes share a
+ * class exactly when every set holds both or neither. */
+static void byte_classes(struct grammar *g) {
+    memset(g->byte_class, 0, sizeof g->byte_class);
+    int n = 1;
+    for (int s = 0; s < g->n_sets && n < 256; s++) {
+        int16_t to[256][2];
+        memset(to, 0xFF, sizeof to);
+        int m = 0;
+        for (int b = 0; b < 256; b++) {
+            int c = g->byte_class[b], in = gset_has(&g->sets[s], (uint8_t)b);
+            if (to[c][in] < 0) to[c][in] = (int16_t)m++;
+            g->byte_class[b] = (uint8_t)to[c][in];
+        }
+        n = m;
+    }
+    g->n_classes = n;
+    for (int b = 255; b >= 0; b--) g->class_byte[g->byte_class[b]] = (uint8_t)b;
+}
+
 static struct grammar *compile(struct builder *b) {
     struct grammar *g = calloc(1, sizeof *g);
     if (!g) return oom(b), NULL;
@@ -673,6 +693,7 @@ static struct grammar *compile(struct builder *b) {
     }
     g->rule_alt0[b->n_rules] = (uint32_t)ai;
     g->n_alts = ai;
+    byte_classes(g);
     g->n_syms = si;
     return g;
 }

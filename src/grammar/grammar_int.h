@@ -36,6 +36,11 @@ struct grammar {
     int n_syms;
     struct gset *sets;
     int n_sets;
+    /* bytes no set tells apart share a class: class c's transitions are
+     * one for all its bytes */
+    uint8_t byte_class[256];
+    uint8_t class_byte[256]; /* a byte of each class */
+    int n_classes;
     int root;
     /* masks already computed, by parser state (matcher.c): shared by every
      * matcher of the grammar over one vocabulary */
@@ -44,5 +49,63 @@ struct grammar {
 };
 
 void gcache_free(struct gcache *c); /* matcher.c; NULL is fine */
+
+/* Drops the matcher's automaton but its current state (done by itself past
+ * its size limits; exposed for tests). False when out of memory. */
+struct grammar_matcher;
+bool grammar_matcher_forget(struct grammar_matcher *m);
+
+/* ---- the vocabulary (vocab.c) ----------------------------------------------- */
+
+/* Tokens as a trie of their bytes, nodes in preorder; node 0 is the root
+ * (the empty prefix). */
+struct vtrie {
+    int32_t n_nodes;
+    uint8_t *byte;  /* [n_nodes] the edge byte into the node */
+    uint16_t *depth; /* [n_nodes] */
+    int32_t *end;   /* [n_nodes] one past the node's subtree */
+    int32_t *tok0;  /* [n_nodes + 1] the tokens ending at node k: toks[tok0[k] .. tok0[k + 1]) */
+    int32_t *toks;
+    int max_depth;
+};
+
+/*
+ * A slice: the tokens whose bytes are text of 1 to `chars` characters of
+ * a kind, as bits, and the trie of every other token. Kinds: the body of
+ * a JSON string (valid UTF-8, no '"', no '\\', no control character) and
+ * ASCII letters and digits. A parser state that takes every such text
+ * (checked on the grammar, matcher.c) allows the whole slice, and only
+ * the rest need walking.
+ */
+enum { GV_BODY, GV_ALNUM, GV_KINDS };
+enum { GV_SLICES = 10, GV_MAX_CHARS = 32 };
+
+struct vslice {
+    int kind, chars;
+    uint32_t *bits; /* ceil(n_vocab / 32) words */
+    int64_t count;
+    struct vtrie rest;
+};
+
+/* Body text (the slices' first kind) by length, up to GV_BODY_MAX
+ * characters. A state that takes every body text of j characters and
+ * none of j + 1 (or every one of GV_BODY_MAX) allows exactly the tokens
+ * of body_upto[j] among them, and only the trie `other` of the remaining
+ * tokens needs walking. */
+enum { GV_BODY_MAX = 64 };
+
+struct grammar_vocab {
+    int32_t n_vocab;
+    struct vtrie all;
+    uint32_t *body_upto; /* [(GV_BODY_MAX + 1) * words]: j's bits, tokens of 1..j characters */
+    int64_t body_count[GV_BODY_MAX + 1];
+    struct vtrie other; /* the tokens that are not body text of 1..GV_BODY_MAX characters */
+    struct vslice slice[GV_SLICES]; /* by kind, then chars ascending */
+    int32_t *eog;
+    int n_eog;
+    const uint8_t **piece; /* [n_vocab] (owned copies in bytes) */
+    uint32_t *len;
+    uint8_t *bytes;
+};
 
 #endif /* KVIK_GRAMMAR_GRAMMAR_INT_H */

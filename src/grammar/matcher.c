@@ -1,5 +1,5 @@
 /*
- * matcher.c — the pushdown matcher of grammar.h and the vocabulary trie.
+ * matcher.c — the pushdown matcher of grammar.h and the mask.
  *
  * A stack is a node: (pos, parent), pos the next symbol of an alternative
  * and parent the node to go on with when the alternative ends (-1: the
@@ -8,151 +8,47 @@
  * whose pos is a byte symbol ("settled"): settling expands rule symbols
  * into their alternatives and pops finished alternatives to their parents.
  *
- * The mask walks the trie in preorder: each trie node's stack set is its
- * parent's advanced by the node's byte; an empty set skips the subtree.
- * Nodes made during the walk are dropped after it (the intern table is a
- * chained hash whose chains are undone newest first).
+ * Stack sets are the states of an automaton built as the matcher goes
+ * (below). The mask walks the vocabulary trie (vocab.c) in preorder: each
+ * trie node's state is its parent's moved by the node's byte; a dead
+ * state skips the subtree. Before the walk, the slices (grammar_int.h)
+ * the state takes whole give their tokens as bits and leave only the
+ * rest of the vocabulary to walk.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar/grammar_int.h"
 
-/* ---- the vocabulary trie ----------------------------------------------------- */
-
-struct grammar_vocab {
-    int32_t n_vocab;
-    int32_t n_nodes;   /* trie nodes in preorder; node 0 is the root (the empty prefix) */
-    uint8_t *byte;     /* [n_nodes] the edge byte into the node */
-    uint16_t *depth;   /* [n_nodes] */
-    int32_t *end;      /* [n_nodes] one past the node's subtree */
-    int32_t *tok0;     /* [n_nodes + 1] the tokens ending at node k: toks[tok0[k] .. tok0[k + 1]) */
-    int32_t *toks;
-    int32_t *eog;
-    int n_eog;
-    int max_depth;
-    const uint8_t **piece; /* [n_vocab] (owned copies in bytes) */
-    uint32_t *len;
-    uint8_t *bytes;
-};
-
-/* Token ids by their bytes (a shorter prefix first), then by id. */
-static int cmp_tok(const void *a, const void *b, void *ctx) {
-    const struct grammar_vocab *v = ctx;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = v->len[x], ly = v->len[y], n = lx < ly ? lx : ly;
-    int c = memcmp(v->piece[x], v->piece[y], n);
-    if (c) return c;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-struct grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *pieces, const uint32_t *lens,
-                                        const int32_t *eog, int n_eog, struct kvik_err *err) {
-    struct grammar_vocab *v = calloc(1, sizeof *v);
-    if (!v) goto nomem;
-    v->n_vocab = n_vocab;
-    size_t total = 0;
-    for (int32_t i = 0; i < n_vocab; i++) total += lens[i] > 65535 ? 0 : lens[i];
-    v->bytes = malloc(total + 1);
-    v->piece = malloc((size_t)n_vocab * sizeof *v->piece);
-    v->len = malloc((size_t)n_vocab * sizeof *v->len);
-    v->eog = malloc(((size_t)n_eog + 1) * sizeof *v->eog);
-    int32_t *order = malloc((size_t)n_vocab * sizeof *order);
-    if (!v->bytes || !v->piece || !v->len || !v->eog || !order) {
-        free(order);
-        goto nomem;
-    }
-    if (n_eog) memcpy(v->eog, eog, (size_t)n_eog * sizeof *eog);
-    v->n_eog = n_eog;
-    size_t at = 0;
-    int32_t n_real = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        uint32_t l = lens[i] > 65535 ? 0 : lens[i];
-        if (l) memcpy(v->bytes + at, pieces[i], l);
-        v->piece[i] = v->bytes + at;
-        v->len[i] = l;
-        at += l;
-        if (l) order[n_real++] = i;
-    }
-    qsort_r(order, (size_t)n_real, sizeof *order, cmp_tok, v);
-    /* nodes: at most the root and one a byte of every token */
-    size_t cap = 1 + total;
-    v->byte = malloc(cap);
-    v->depth = malloc(cap * sizeof *v->depth);
-    v->end = malloc(cap * sizeof *v->end);
-    v->tok0 = malloc((cap + 1) * sizeof *v->tok0);
-    v->toks = malloc(((size_t)n_real + 1) * sizeof *v->toks);
-    int32_t *path = malloc(65537 * sizeof *path); /* the node at each depth of the current path */
-    if (!v->byte || !v->depth || !v->end || !v->tok0 || !v->toks || !path) {
-        free(order);
-        free(path);
-        goto nomem;
-    }
-    int32_t n = 1, nt = 0;
-    v->byte[0] = 0;
-    v->depth[0] = 0;
-    v->tok0[0] = 0;
-    path[0] = 0;
-    int pdepth = 0; /* depth of the current path */
-    for (int32_t k = 0; k < n_real; k++) {
-        int32_t id = order[k];
-        const uint8_t *p = v->piece[id];
-        uint32_t l = v->len[id];
-        /* the common prefix with the current path */
-        int d = 0;
-        while (d < pdepth && d < (int)l && v->byte[path[d + 1]] == p[d]) d++;
-        /* close the nodes deeper than d */
-        for (int x = pdepth; x > d; x--) v->end[path[x]] = n;
-        pdepth = d;
-        for (; d < (int)l; d++) {
-            v->byte[n] = p[d];
-            v->depth[n] = (uint16_t)(d + 1);
-            v->tok0[n] = nt;
-            path[d + 1] = n++;
-        }
-        pdepth = (int)l;
-        if (pdepth > v->max_depth) v->max_depth = pdepth;
-        /* tokens are appended in preorder: this one ends at the path's last node */
-        v->toks[nt++] = id;
-    }
-    for (int x = pdepth; x >= 1; x--) v->end[path[x]] = n;
-    v->end[0] = n;
-    v->n_nodes = n;
-    v->tok0[n] = nt;
-    free(path);
-    free(order);
-    return v;
-nomem:
-    grammar_vocab_free(v);
-    err_set(err, KVIK_ERR_NOMEM, "grammar: out of memory for the vocabulary");
-    return NULL;
-}
-
-void grammar_vocab_free(struct grammar_vocab *v) {
-    if (!v) return;
-    free(v->byte);
-    free(v->depth);
-    free(v->end);
-    free(v->tok0);
-    free(v->toks);
-    free(v->eog);
-    free(v->piece);
-    free(v->len);
-    free(v->bytes);
-    free(v);
-}
-
-int32_t grammar_vocab_size(const struct grammar_vocab *v) { return v->n_vocab; }
-
 /* ---- the matcher ----------------------------------------------------------- */
 
 struct gnode {
     uint32_t pos;
     int32_t parent;
-    int32_t next;       /* the intern chain */
+    int32_t next;        /* the intern chain */
     uint64_t sig1, sig2; /* the chain of positions from here down, hashed twice */
 };
+
+/* A parser state: a set of settled stacks (node ids, ascending) and
+ * whether the start rule may end here. Interned: one set is one id. */
+struct dstate {
+    int32_t off, n;  /* its nodes: ds_node[off .. off + n) */
+    int32_t row;     /* its transitions: trans[row * n_classes ..], or -1 */
+    int32_t next;    /* the intern chain */
+    uint32_t h;
+    bool accept;
+    bool keyed;      /* k1, k2 computed */
+    int8_t cap[GV_KINDS];      /* every text of the kind of this many characters or fewer is taken */
+    bool cap_exact[GV_KINDS];  /* and some text one character longer is not */
+    int8_t some_yes, some_no;  /* some body text of some_yes characters is taken; none of some_no */
+    uint64_t k1, k2; /* the mask cache key (0, 0: not cacheable) */
+};
+
+enum { DS_DEAD = -1, DS_UNKNOWN = -2 };
+
+/* Past these the matcher keeps only the current state's stacks and starts
+ * its memory of states again (between steps, never inside a mask). */
+enum { MAX_NODES = 1 << 21, MAX_STATES = 1 << 18, MAX_TRANS = 1 << 23 };
 
 /* ---- the grammar's mask cache -------------------------------------------------- */
 
@@ -188,24 +84,38 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/*
+ * The matcher memoizes the grammar as an automaton over byte classes:
+ * states are interned stack sets, and a state's transition on a class is
+ * computed once (settling every stack that takes the byte) and then read
+ * from its row. A mask walks the vocabulary trie through these rows, so
+ * a state met again, or one whose successors were met, costs a table
+ * read per trie node.
+ */
 struct grammar_matcher {
     const struct grammar *g;
     const struct grammar_vocab *v;
     struct gnode *nodes;
     int32_t n_nodes, cap_nodes;
-    int32_t *bucket; /* [n_bucket] chain heads */
+    int32_t *bucket; /* [n_bucket] node chain heads */
     uint32_t n_bucket;
-    int32_t *cur; /* the current stack set */
-    int n_cur, cap_cur;
-    bool accept; /* the start rule can be finished here */
+    struct dstate *ds;
+    int32_t n_ds, cap_ds;
+    int32_t *ds_node;
+    int32_t n_ds_node, cap_ds_node;
+    int32_t *ds_bucket; /* [n_ds_bucket] state chain heads */
+    uint32_t n_ds_bucket;
+    int32_t *trans; /* rows of n_classes next states (DS_DEAD, DS_UNKNOWN) */
+    int32_t n_rows, cap_trans;
+    int32_t cur; /* the current state */
     /* scratch */
     int32_t *work; /* settle's worklist: (pos, parent) pairs */
     int cap_work;
-    uint32_t *seen; /* per node: the settle call that saw it */
+    uint32_t *seen; /* per node: the step that settled it */
     uint32_t stamp;
-    int32_t *sets; /* the walk's stack sets, one slice a depth */
-    int cap_sets;
-    int32_t *set_at; /* [max_depth + 2] where each depth's set starts */
+    int32_t *tmp; /* a step's settled nodes */
+    int n_tmp, cap_tmp;
+    int32_t *ds_at; /* [max_depth + 2] the walk's state at each depth */
     bool oom;
 };
 
@@ -226,6 +136,22 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
     return true;
 }
 
+/* Rebuilds the node chains for n_bucket heads (a power of two). */
+static bool nodes_rehash(struct grammar_matcher *m, uint32_t n_bucket) {
+    int32_t *b = malloc(n_bucket * sizeof *b);
+    if (!b) return false;
+    memset(b, 0xFF, n_bucket * sizeof *b);
+    for (int32_t i = 0; i < m->n_nodes; i++) {
+        uint32_t h = hash2(m->nodes[i].pos, m->nodes[i].parent) & (n_bucket - 1);
+        m->nodes[i].next = b[h];
+        b[h] = i;
+    }
+    free(m->bucket);
+    m->bucket = b;
+    m->n_bucket = n_bucket;
+    return true;
+}
+
 /* The node (pos, parent), made when new; -1 when out of memory. */
 static int32_t node_get(struct grammar_matcher *m, uint32_t pos, int32_t parent) {
     uint32_t h = hash2(pos, parent) & (m->n_bucket - 1);
@@ -240,6 +166,10 @@ static int32_t node_get(struct grammar_matcher *m, uint32_t pos, int32_t parent)
         m->seen = s;
         m->cap_nodes = cap;
     }
+    if ((uint32_t)m->n_nodes >= m->n_bucket) {
+        if (!nodes_rehash(m, m->n_bucket * 2)) return m->oom = true, -1;
+        h = hash2(pos, parent) & (m->n_bucket - 1);
+    }
     int32_t i = m->n_nodes++;
     uint64_t p1 = parent >= 0 ? m->nodes[parent].sig1 : 0x243F6A8885A308D3ull;
     uint64_t p2 = parent >= 0 ? m->nodes[parent].sig2 : 0x13198A2E03707344ull;
@@ -249,24 +179,19 @@ static int32_t node_get(struct grammar_matcher *m, uint32_t pos, int32_t parent)
     return i;
 }
 
-/* Drops the nodes made since mark. */
-static void nodes_truncate(struct grammar_matcher *m, int32_t mark) {
-    for (int32_t i = m->n_nodes - 1; i >= mark; i--) {
-        uint32_t h = hash2(m->nodes[i].pos, m->nodes[i].parent) & (m->n_bucket - 1);
-        m->bucket[h] = m->nodes[i].next;
-    }
-    m->n_nodes = mark;
-}
-
-/* Appends to out[*n] (room grown in *cap) the settled stacks of (pos,
- * parent); *accept when one finishes the start rule. */
-static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, int32_t **out, int *n, int *cap,
-                   bool *accept) {
-    const struct grammar *g = m->g;
+/* A new stamp for settle's seen marks: nodes settled under one stamp are
+ * settled once. */
+static void new_stamp(struct grammar_matcher *m) {
     if (++m->stamp == 0) {
         memset(m->seen, 0, (size_t)m->cap_nodes * sizeof *m->seen);
         m->stamp = 1;
     }
+}
+
+/* Appends to m->tmp the settled stacks of (pos, parent) not yet settled
+ * under the current stamp; *accept when one finishes the start rule. */
+static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, bool *accept) {
+    const struct grammar *g = m->g;
     int w = 0;
     if (!grow((void **)&m->work, &m->cap_work, 2, sizeof *m->work)) {
         m->oom = true;
@@ -283,11 +208,11 @@ static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, int3
         m->seen[id] = m->stamp;
         struct gsym s = g->syms[p];
         if (s.kind == GSYM_BYTES) {
-            if (!grow((void **)out, cap, *n + 1, sizeof **out)) {
+            if (!grow((void **)&m->tmp, &m->cap_tmp, m->n_tmp + 1, sizeof *m->tmp)) {
                 m->oom = true;
                 return;
             }
-            (*out)[(*n)++] = id;
+            m->tmp[m->n_tmp++] = id;
         } else if (s.kind == GSYM_END) {
             if (par < 0) *accept = true;
             else {
@@ -299,8 +224,11 @@ static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, int3
                 m->work[w++] = m->nodes[par].parent;
             }
         } else {
-            int32_t cont = node_get(m, p + 1, par);
-            if (cont < 0) return;
+            /* a rule symbol last in its alternative returns straight to
+             * par (a tail call: repetitions do not deepen the stack) */
+            bool tail = g->syms[p + 1].kind == GSYM_END;
+            int32_t cont = tail ? par : node_get(m, p + 1, par);
+            if (!tail && cont < 0) return;
             uint32_t a0 = g->rule_alt0[s.arg], a1 = g->rule_alt0[s.arg + 1];
             if (!grow((void **)&m->work, &m->cap_work, w + 2 * (int)(a1 - a0), sizeof *m->work)) {
                 m->oom = true;
@@ -314,29 +242,189 @@ static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, int3
     }
 }
 
-/* The set (*in)[off .. off + n) after byte b, appended to *out at *o (in
- * and out may be the same buffer: it is read through in each time); its
- * count. */
-static int advance(struct grammar_matcher *m, int32_t *const *in, int off, int n, uint8_t b, int32_t **out, int *o,
-                   int *cap, bool *accept) {
-    int start = *o;
-    for (int i = 0; i < n; i++) {
-        const struct gnode *nd = &m->nodes[(*in)[off + i]];
-        struct gsym s = m->g->syms[nd->pos];
-        if (!gset_has(&m->g->sets[s.arg], b)) continue;
-        uint32_t pos = nd->pos + 1;
-        int32_t par = nd->parent;
-        settle(m, pos, par, out, o, cap, accept);
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool states_rehash(struct grammar_matcher *m, uint32_t n_bucket) {
+    int32_t *b = malloc(n_bucket * sizeof *b);
+    if (!b) return false;
+    memset(b, 0xFF, n_bucket * sizeof *b);
+    for (int32_t i = 0; i < m->n_ds; i++) {
+        uint32_t h = m->ds[i].h & (n_bucket - 1);
+        m->ds[i].next = b[h];
+        b[h] = i;
     }
-    /* one node once: settle dedupes within a call, not across stacks */
-    int k = start;
-    for (int i = start; i < *o; i++) {
-        bool dup = false;
-        for (int j = start; j < k && !dup; j++) dup = (*out)[j] == (*out)[i];
-        if (!dup) (*out)[k++] = (*out)[i];
+    free(m->ds_bucket);
+    m->ds_bucket = b;
+    m->n_ds_bucket = n_bucket;
+    return true;
+}
+
+/* The state of the nodes m->tmp[0 .. n_tmp) (sorted here) and accept;
+ * DS_DEAD when out of memory (m->oom). */
+static int32_t state_intern(struct grammar_matcher *m, bool accept) {
+    int32_t *ids = m->tmp;
+    int n = m->n_tmp;
+    if (n > 16) qsort(ids, (size_t)n, sizeof *ids, cmp_i32);
+    else
+        for (int i = 1; i < n; i++)
+            for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+                int32_t t = ids[j];
+                ids[j] = ids[j - 1];
+                ids[j - 1] = t;
+            }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!k || ids[k - 1] != ids[i]) ids[k++] = ids[i];
+    n = k;
+    uint64_t x = accept ? 0x9E3779B97F4A7C15ull : 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < n; i++) x = (x ^ (uint32_t)ids[i]) * 0xFF51AFD7ED558CCDull;
+    uint32_t h = (uint32_t)(mix64(x) >> 32);
+    for (int32_t i = m->ds_bucket[h & (m->n_ds_bucket - 1)]; i >= 0; i = m->ds[i].next) {
+        const struct dstate *d = &m->ds[i];
+        if (d->h == h && d->n == n && d->accept == accept &&
+            (n == 0 || !memcmp(m->ds_node + d->off, ids, (size_t)n * sizeof *ids)))
+            return i;
     }
-    *o = k;
-    return k - start;
+    if (!grow((void **)&m->ds, &m->cap_ds, m->n_ds + 1, sizeof *m->ds) ||
+        !grow((void **)&m->ds_node, &m->cap_ds_node, m->n_ds_node + n, sizeof *m->ds_node)) {
+        m->oom = true;
+        return DS_DEAD;
+    }
+    if ((uint32_t)m->n_ds >= m->n_ds_bucket / 2 && !states_rehash(m, m->n_ds_bucket * 2)) {
+        m->oom = true;
+        return DS_DEAD;
+    }
+    int32_t i = m->n_ds++;
+    if (n) memcpy(m->ds_node + m->n_ds_node, ids, (size_t)n * sizeof *ids);
+    uint32_t b = h & (m->n_ds_bucket - 1);
+    m->ds[i] = (struct dstate){.off = m->n_ds_node, .n = n, .row = -1, .next = m->ds_bucket[b], .h = h,
+                               .accept = accept, .some_no = 127};
+    m->ds_bucket[b] = i;
+    m->n_ds_node += n;
+    return i;
+}
+
+/* Which of the sets sets[0 .. n) (n <= 64) hold byte b, as bits. */
+static uint64_t takers(const struct gset *const *sets, int n, uint8_t b) {
+    uint64_t bits = 0;
+    for (int i = 0; i < n; i++) bits |= (uint64_t)gset_has(sets[i], b) << i;
+    return bits;
+}
+
+/* The state after byte b from state d, computed and remembered (for
+ * every byte that the same stacks take). */
+static int32_t step_slow(struct grammar_matcher *m, int32_t d, uint8_t b) {
+    const struct grammar *g = m->g;
+    int nc = g->n_classes;
+    if (m->ds[d].row < 0) {
+        if (!grow((void **)&m->trans, &m->cap_trans, (m->n_rows + 1) * nc, sizeof *m->trans)) {
+            m->oom = true;
+            return DS_DEAD;
+        }
+        for (int c = 0; c < nc; c++) m->trans[(size_t)m->n_rows * nc + c] = DS_UNKNOWN;
+        m->ds[d].row = m->n_rows++;
+    }
+    new_stamp(m);
+    m->n_tmp = 0;
+    bool acc = false;
+    for (int i = 0; i < m->ds[d].n; i++) {
+        const struct gnode *nd = &m->nodes[m->ds_node[m->ds[d].off + i]];
+        if (gset_has(&g->sets[g->syms[nd->pos].arg], b)) settle(m, nd->pos + 1, nd->parent, &acc);
+        if (m->oom) return DS_DEAD;
+    }
+    int32_t t = m->n_tmp == 0 && !acc ? DS_DEAD : state_intern(m, acc);
+    if (m->oom) return DS_DEAD;
+    int32_t *row = m->trans + (size_t)m->ds[d].row * nc;
+    row[g->byte_class[b]] = t;
+    /* every class that the same stacks take goes to the same state */
+    const struct dstate *x = &m->ds[d];
+    if (x->n <= 64) {
+        const struct gset *sets[64];
+        for (int i = 0; i < x->n; i++) sets[i] = &g->sets[g->syms[m->nodes[m->ds_node[x->off + i]].pos].arg];
+        uint64_t want = takers(sets, x->n, b);
+        for (int c = 0; c < nc; c++)
+            if (row[c] == DS_UNKNOWN && takers(sets, x->n, g->class_byte[c]) == want) row[c] = t;
+    }
+    return t;
+}
+
+static inline int32_t step(struct grammar_matcher *m, int32_t d, uint8_t b) {
+    int32_t row = m->ds[d].row;
+    if (row >= 0) {
+        int32_t t = m->trans[(size_t)row * m->g->n_classes + m->g->byte_class[b]];
+        if (t != DS_UNKNOWN) return t;
+    }
+    return step_slow(m, d, b);
+}
+
+/* Drops every state and node but the current state's stacks (then the
+ * current state again). False when out of memory. */
+bool grammar_matcher_forget(struct grammar_matcher *m) {
+    const struct dstate *c = &m->ds[m->cur];
+    int n = c->n;
+    bool accept = c->accept;
+    /* the chains, bottom first, as (pos) lists per stack */
+    int32_t *map = malloc((size_t)m->n_nodes * sizeof *map);
+    int32_t *keep = malloc(((size_t)n + 1) * sizeof *keep);
+    struct gnode *old = m->nodes;
+    int32_t n_old = m->n_nodes;
+    struct gnode *fresh = malloc((size_t)m->cap_nodes * sizeof *fresh);
+    if (!map || !keep || !fresh) {
+        free(map), free(keep), free(fresh);
+        return false;
+    }
+    memcpy(keep, m->ds_node + c->off, (size_t)n * sizeof *keep);
+    memset(map, 0xFF, (size_t)n_old * sizeof *map);
+    m->nodes = fresh;
+    m->n_nodes = 0;
+    memset(m->bucket, 0xFF, m->n_bucket * sizeof *m->bucket);
+    int32_t *chain = NULL;
+    int cap_chain = 0;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        /* walk down to the first node already copied, then copy upwards */
+        int len = 0;
+        for (int32_t x = keep[i]; x >= 0 && map[x] < 0; x = old[x].parent) {
+            if (!grow((void **)&chain, &cap_chain, len + 1, sizeof *chain)) {
+                ok = false;
+                break;
+            }
+            chain[len++] = x;
+        }
+        for (int j = len; ok && j-- > 0;) {
+            int32_t x = chain[j];
+            int32_t par = old[x].parent >= 0 ? map[old[x].parent] : -1;
+            map[x] = node_get(m, old[x].pos, par);
+            ok = map[x] >= 0;
+        }
+        if (ok) keep[i] = map[keep[i]];
+    }
+    free(chain);
+    free(map);
+    free(old);
+    m->n_ds = m->n_ds_node = m->n_rows = 0;
+    memset(m->ds_bucket, 0xFF, m->n_ds_bucket * sizeof *m->ds_bucket);
+    memset(m->seen, 0, (size_t)m->cap_nodes * sizeof *m->seen);
+    m->stamp = 0;
+    if (ok) {
+        if (!grow((void **)&m->tmp, &m->cap_tmp, n + 1, sizeof *m->tmp)) ok = false;
+        else {
+            memcpy(m->tmp, keep, (size_t)n * sizeof *keep);
+            m->n_tmp = n;
+            m->cur = state_intern(m, accept);
+            ok = !m->oom;
+        }
+    }
+    free(keep);
+    m->oom = false;
+    return ok;
+}
+
+static void maybe_forget(struct grammar_matcher *m) {
+    if (m->n_nodes > MAX_NODES || m->n_ds > MAX_STATES || (int64_t)m->n_rows * m->g->n_classes > MAX_TRANS) grammar_matcher_forget(m);
 }
 
 struct grammar_matcher *grammar_matcher_new(const struct grammar *g, const struct grammar_vocab *v,
@@ -345,24 +433,16 @@ struct grammar_matcher *grammar_matcher_new(const struct grammar *g, const struc
     if (!m) goto nomem;
     m->g = g;
     m->v = v;
-    m->n_bucket = 1 << 16;
-    m->bucket = malloc(m->n_bucket * sizeof *m->bucket);
-    m->set_at = malloc(((size_t)(v ? v->max_depth : 0) + 2) * sizeof *m->set_at);
-    if (!m->bucket || !m->set_at) goto nomem;
-    memset(m->bucket, 0xFF, m->n_bucket * sizeof *m->bucket);
+    m->ds_at = malloc(((size_t)(v ? v->all.max_depth : 0) + 2) * sizeof *m->ds_at);
+    if (!m->ds_at || !nodes_rehash(m, 1 << 12) || !states_rehash(m, 1 << 10)) goto nomem;
     /* the start: root's alternatives over the end (-1) */
-    int32_t root_call = -1;
+    bool acc = false;
     uint32_t a0 = g->rule_alt0[g->root], a1 = g->rule_alt0[g->root + 1];
-    for (uint32_t a = a0; a < a1; a++) settle(m, g->alts[a], root_call, &m->cur, &m->n_cur, &m->cap_cur, &m->accept);
+    new_stamp(m);
+    for (uint32_t a = a0; a < a1; a++) settle(m, g->alts[a], -1, &acc);
     if (m->oom) goto nomem;
-    /* settle dedupes per call; across alternatives too */
-    int k = 0;
-    for (int i = 0; i < m->n_cur; i++) {
-        bool dup = false;
-        for (int j = 0; j < k && !dup; j++) dup = m->cur[j] == m->cur[i];
-        if (!dup) m->cur[k++] = m->cur[i];
-    }
-    m->n_cur = k;
+    m->cur = state_intern(m, acc);
+    if (m->oom) goto nomem;
     return m;
 nomem:
     grammar_matcher_free(m);
@@ -374,43 +454,24 @@ void grammar_matcher_free(struct grammar_matcher *m) {
     if (!m) return;
     free(m->nodes);
     free(m->bucket);
-    free(m->cur);
+    free(m->ds);
+    free(m->ds_node);
+    free(m->ds_bucket);
+    free(m->trans);
     free(m->work);
     free(m->seen);
-    free(m->sets);
-    free(m->set_at);
+    free(m->tmp);
+    free(m->ds_at);
     free(m);
 }
 
 bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_t n) {
-    int32_t *a = NULL, *b = NULL;
-    int na = 0, ca = 0, cb = 0;
-    bool acc = m->accept;
-    if (!grow((void **)&a, &ca, m->n_cur + 1, sizeof *a)) return false;
-    if (m->n_cur) memcpy(a, m->cur, (size_t)m->n_cur * sizeof *a);
-    na = m->n_cur;
-    for (size_t i = 0; i < n; i++) {
-        int nb = 0;
-        acc = false;
-        advance(m, &a, 0, na, (uint8_t)s[i], &b, &nb, &cb, &acc);
-        if (m->oom || (nb == 0 && !(acc && i + 1 == n))) {
-            free(a);
-            free(b);
-            m->oom = false;
-            return false;
-        }
-        int32_t *t = a;
-        a = b, b = t;
-        int tc = ca;
-        ca = cb, cb = tc;
-        na = nb;
-    }
-    free(m->cur);
-    free(b);
-    m->cur = a;
-    m->cap_cur = ca;
-    m->n_cur = na;
-    m->accept = acc;
+    maybe_forget(m);
+    int32_t t = m->cur;
+    for (size_t i = 0; i < n && t >= 0; i++) t = step(m, t, (uint8_t)s[i]);
+    m->oom = false;
+    if (t < 0) return false;
+    m->cur = t;
     return true;
 }
 
@@ -423,33 +484,44 @@ static bool is_eog(const struct grammar_vocab *v, int32_t id) {
 bool grammar_matcher_accept_token(struct grammar_matcher *m, int32_t id) {
     const struct grammar_vocab *v = m->v;
     if (!v || id < 0 || id >= v->n_vocab) return false;
-    if (is_eog(v, id)) return m->accept;
+    if (is_eog(v, id)) return m->ds[m->cur].accept;
     if (!v->len[id]) return false;
     return grammar_matcher_accept_bytes(m, (const char *)v->piece[id], v->len[id]);
 }
 
-bool grammar_matcher_can_end(const struct grammar_matcher *m) { return m->accept; }
-bool grammar_matcher_must_end(const struct grammar_matcher *m) { return m->n_cur == 0; }
+bool grammar_matcher_can_end(const struct grammar_matcher *m) { return m->ds[m->cur].accept; }
+bool grammar_matcher_must_end(const struct grammar_matcher *m) { return m->ds[m->cur].n == 0; }
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-/* The current state's key: its stacks' chain hashes, in order, and accept. */
-static void state_key(const struct grammar_matcher *m, uint64_t *k1, uint64_t *k2) {
-    uint64_t small[32][2], (*s)[2] = m->n_cur <= 32 ? small : malloc((size_t)m->n_cur * sizeof *s);
-    uint64_t h1 = m->accept ? 0xA5A5A5A5ull : 0x5A5A5A5Aull, h2 = h1 * 3;
+/* State d's cache key: its stacks' chain hashes, in order, and accept.
+ * The same stacks give the same key in any matcher of the grammar. */
+static void state_key(struct grammar_matcher *m, int32_t d, uint64_t *k1, uint64_t *k2) {
+    struct dstate *ds = &m->ds[d];
+    if (ds->keyed) {
+        *k1 = ds->k1, *k2 = ds->k2;
+        return;
+    }
+    int n = ds->n;
+    uint64_t small[32][2], (*s)[2] = n <= 32 ? small : malloc((size_t)n * sizeof *s);
+    uint64_t h1 = ds->accept ? 0xA5A5A5A5ull : 0x5A5A5A5Aull, h2 = h1 * 3;
     if (!s) {
         *k1 = *k2 = 0; /* not cached: see fill_mask */
         return;
     }
-    for (int i = 0; i < m->n_cur; i++) s[i][0] = m->nodes[m->cur[i]].sig1, s[i][1] = m->nodes[m->cur[i]].sig2;
-    qsort(s, (size_t)m->n_cur, sizeof *s, cmp_u64);
-    for (int i = 0; i < m->n_cur; i++) h1 = mix64(h1 ^ s[i][0]), h2 = mix64(h2 + s[i][1]);
-    *k1 = h1 | 1; /* never 0: 0 means "not cached" */
-    *k2 = h2;
+    for (int i = 0; i < n; i++) {
+        const struct gnode *nd = &m->nodes[m->ds_node[ds->off + i]];
+        s[i][0] = nd->sig1, s[i][1] = nd->sig2;
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_u64);
+    for (int i = 0; i < n; i++) h1 = mix64(h1 ^ s[i][0]), h2 = mix64(h2 + s[i][1]);
     if (s != small) free(s);
+    ds->k1 = *k1 = h1 | 1; /* never 0: 0 means "not cached" */
+    ds->k2 = *k2 = h2;
+    ds->keyed = true;
 }
 
 static struct gcache_entry *cache_find(struct gcache *c, uint64_t k1, uint64_t k2, bool *found) {
@@ -468,8 +540,9 @@ int64_t grammar_matcher_fill_mask(struct grammar_matcher *m, uint32_t *mask) {
     const struct grammar_vocab *v = m->v;
     struct grammar *g = (struct grammar *)m->g;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
+    maybe_forget(m);
     uint64_t k1, k2;
-    state_key(m, &k1, &k2);
+    state_key(m, m->cur, &k1, &k2);
     bool found = false;
     if (k1) {
         pthread_mutex_lock(&g->cache_mu);
@@ -485,7 +558,7 @@ int64_t grammar_matcher_fill_mask(struct grammar_matcher *m, uint32_t *mask) {
         pthread_mutex_unlock(&g->cache_mu);
     }
     int64_t allowed = fill_mask_walk(m, mask);
-    if (!k1) return allowed;
+    if (!k1 || allowed < 0) return allowed < 0 ? 0 : allowed;
     uint32_t *copy = malloc(words * sizeof *copy);
     if (!copy) return allowed;
     memcpy(copy, mask, words * sizeof *copy);
@@ -509,39 +582,183 @@ int64_t grammar_matcher_fill_mask(struct grammar_matcher *m, uint32_t *mask) {
     return allowed;
 }
 
+/* ---- the slices ------------------------------------------------------------ */
+
+/* The byte ranges of one character of a slice's kind (grammar_int.h), as
+ * UTF-8 writes it: lead byte first. '"' and '\\' are left out apart. */
+struct u8seq {
+    int n;
+    uint8_t lo[4], hi[4];
+};
+
+static const struct u8seq body_seq[] = {
+    {1, {0x20}, {0x7E}},
+    {2, {0xC2, 0x80}, {0xDF, 0xBF}},
+    {3, {0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}},
+    {3, {0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}},
+    {3, {0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}},
+    {3, {0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}},
+    {4, {0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}},
+    {4, {0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}},
+    {4, {0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}},
+};
+static const struct u8seq alnum_seq[] = {{1, {'0'}, {'9'}}, {1, {'A'}, {'Z'}}, {1, {'a'}, {'z'}}};
+
+static const struct {
+    const struct u8seq *seq;
+    int n;
+} kind_seq[GV_KINDS] = {{body_seq, sizeof body_seq / sizeof *body_seq}, {alnum_seq, 3}};
+
+static int text_cap(struct grammar_matcher *m, int32_t d, int kind, int r);
+
+/* Every way on from state d through bytes i.. of a character of form q
+ * begun in state d0: -1 when one dies inside the character, else the
+ * least text_cap(.., r) of the states they reach (r for d0 itself: a
+ * text that comes back to where it began is taken as often as it
+ * repeats). One byte of each class in a range stands for the class. */
+static int char_cap(struct grammar_matcher *m, int32_t d0, int32_t d, int kind, const struct u8seq *q, int i, int r) {
+    if (i == q->n) return d == d0 ? r : text_cap(m, d, kind, r); /* a loop back never binds */
+    const struct grammar *g = m->g;
+    uint64_t seen[4] = {0};
+    int least = r;
+    for (int b = q->lo[i]; b <= q->hi[i]; b++) {
+        int c = g->byte_class[b];
+        if (b == '"' || b == '\\' || (seen[c >> 6] >> (c & 63) & 1)) continue;
+        seen[c >> 6] |= 1ull << (c & 63);
+        int32_t t = step(m, d, (uint8_t)b);
+        int k = t < 0 ? -1 : char_cap(m, d0, t, kind, q, i + 1, r);
+        if (k < 0) return -1;
+        if (k < least) least = k;
+    }
+    return least;
+}
+
+/* The most characters (up to r) such that state d takes every text of the
+ * kind that long or shorter (each byte keeps a stack alive). Remembered
+ * per state: exact, or a bound from below. */
+static int text_cap(struct grammar_matcher *m, int32_t d, int kind, int r) {
+    if (r <= 0) return 0;
+    if (m->ds[d].cap_exact[kind]) return m->ds[d].cap[kind] < r ? m->ds[d].cap[kind] : r;
+    if (m->ds[d].cap[kind] >= r) return r;
+    int least = r - 1;
+    for (int q = 0; least >= 0 && q < kind_seq[kind].n; q++) {
+        int c = char_cap(m, d, d, kind, &kind_seq[kind].seq[q], 0, r - 1);
+        if (c < least) least = c;
+    }
+    int v = least + 1; /* 0 when a character dies */
+    if (v < r) m->ds[d].cap[kind] = (int8_t)v, m->ds[d].cap_exact[kind] = true;
+    else m->ds[d].cap[kind] = (int8_t)r;
+    return v;
+}
+
+static bool some_text(struct grammar_matcher *m, int32_t d, int r);
+
+/* Some way on from state d through bytes i.. of a character of form q
+ * begun in d0 stays alive and then takes some body text of r characters. */
+static bool char_some(struct grammar_matcher *m, int32_t d0, int32_t d, const struct u8seq *q, int i, int r) {
+    if (i == q->n) return d == d0 || some_text(m, d, r); /* a loop takes texts of any length */
+    const struct grammar *g = m->g;
+    uint64_t seen[4] = {0};
+    for (int b = q->lo[i]; b <= q->hi[i]; b++) {
+        int c = g->byte_class[b];
+        if (b == '"' || b == '\\' || (seen[c >> 6] >> (c & 63) & 1)) continue;
+        seen[c >> 6] |= 1ull << (c & 63);
+        int32_t t = step(m, d, (uint8_t)b);
+        if (t >= 0 && char_some(m, d0, t, q, i + 1, r)) return true;
+    }
+    return false;
+}
+
+/* State d takes some body text of r characters. Remembered per state as
+ * a range (a text's prefixes are taken too). */
+static bool some_text(struct grammar_matcher *m, int32_t d, int r) {
+    if (r <= m->ds[d].some_yes) return true;
+    if (r >= m->ds[d].some_no) return false;
+    bool yes = false;
+    for (size_t q = 0; !yes && q < sizeof body_seq / sizeof *body_seq; q++) yes = char_some(m, d, d, &body_seq[q], 0, r - 1);
+    if (yes) m->ds[d].some_yes = (int8_t)r;
+    else m->ds[d].some_no = (int8_t)r;
+    return yes;
+}
+
+/* The largest slice state d takes whole; -1 when none (or out of memory). */
+static int pick_slice(struct grammar_matcher *m, int32_t d) {
+    const struct grammar_vocab *v = m->v;
+    int cap[GV_KINDS], best = -1;
+    for (int k = 0; k < GV_KINDS; k++) cap[k] = text_cap(m, d, k, GV_MAX_CHARS);
+    if (m->oom) return -1;
+    for (int s = 0; s < GV_SLICES; s++)
+        if (v->slice[s].chars <= cap[v->slice[s].kind] && (best < 0 || v->slice[s].count > v->slice[best].count))
+            best = s;
+    return best;
+}
+
+/* ---- the mask --------------------------------------------------------------- */
+
+/* Adds to mask the tokens of trie t that state d0 takes, by a preorder
+ * walk; how many were new; -1 when out of memory. */
+static int64_t walk(struct grammar_matcher *m, int32_t d0, const struct vtrie *t, uint32_t *mask) {
+    int64_t allowed = 0;
+    int32_t *at = m->ds_at;
+    at[0] = d0;
+    for (int32_t k = 1; k < t->n_nodes;) {
+        int d = t->depth[k];
+        int32_t s = step(m, at[d - 1], t->byte[k]);
+        if (s < 0) {
+            if (m->oom) {
+                m->oom = false;
+                return -1;
+            }
+            k = t->end[k];
+            continue;
+        }
+        at[d] = s;
+        /* tokens ending here: their bytes were all taken */
+        for (int32_t i = t->tok0[k]; i < t->tok0[k + 1]; i++) {
+            int32_t id = t->toks[i];
+            if (!(mask[id >> 5] >> (id & 31) & 1)) mask[id >> 5] |= 1u << (id & 31), allowed++;
+        }
+        k = m->ds[s].n > 0 ? k + 1 : t->end[k];
+    }
+    return allowed;
+}
+
+/* The mask of the current state: the body text it takes whole (exactly
+ * up to a length) or the largest slice it takes whole, and a walk of the
+ * rest; -1 (a partial mask, not to be cached)
+ * when out of memory. */
 static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask) {
     const struct grammar_vocab *v = m->v;
-    memset(mask, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *mask);
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
     int64_t allowed = 0;
-    if (m->accept)
+    const struct vtrie *t;
+    /* body text up to a length exactly (inside a string), else a slice */
+    int c = text_cap(m, m->cur, GV_BODY, GV_BODY_MAX);
+    if (!m->oom && (c == GV_BODY_MAX || !some_text(m, m->cur, c + 1))) {
+        memcpy(mask, v->body_upto + (size_t)c * words, words * sizeof *mask);
+        allowed = v->body_count[c];
+        t = &v->other;
+    } else {
+        int s = m->oom ? -1 : pick_slice(m, m->cur);
+        if (s >= 0) {
+            memcpy(mask, v->slice[s].bits, words * sizeof *mask);
+            allowed = v->slice[s].count;
+            t = &v->slice[s].rest;
+        } else {
+            memset(mask, 0, words * sizeof *mask);
+            t = &v->all;
+        }
+    }
+    if (m->oom) {
+        m->oom = false;
+        return -1;
+    }
+    if (m->ds[m->cur].accept)
         for (int i = 0; i < v->n_eog; i++)
             if (v->eog[i] >= 0 && v->eog[i] < v->n_vocab && !(mask[v->eog[i] >> 5] >> (v->eog[i] & 31) & 1)) {
                 mask[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
                 allowed++;
             }
-    int32_t mark = m->n_nodes;
-    if (!grow((void **)&m->sets, &m->cap_sets, m->n_cur + 1, sizeof *m->sets)) return allowed;
-    if (m->n_cur) memcpy(m->sets, m->cur, (size_t)m->n_cur * sizeof *m->sets);
-    m->set_at[0] = 0;
-    m->set_at[1] = m->n_cur;
-    for (int32_t k = 1; k < v->n_nodes;) {
-        int d = v->depth[k];
-        /* the parent's set is at depth d - 1: [set_at[d - 1], set_at[d]) */
-        int o = m->set_at[d];
-        bool acc = false;
-        int n = advance(m, &m->sets, m->set_at[d - 1], m->set_at[d] - m->set_at[d - 1], v->byte[k], &m->sets, &o,
-                        &m->cap_sets, &acc);
-        if (m->oom) break;
-        m->set_at[d + 1] = o;
-        /* tokens ending here: their bytes were all taken */
-        if (n > 0 || acc)
-            for (int32_t t = v->tok0[k]; t < v->tok0[k + 1]; t++) {
-                int32_t id = v->toks[t];
-                if (!(mask[id >> 5] >> (id & 31) & 1)) mask[id >> 5] |= 1u << (id & 31), allowed++;
-            }
-        k = n > 0 ? k + 1 : v->end[k];
-    }
-    nodes_truncate(m, mark);
-    m->oom = false;
-    return allowed;
+    int64_t n = walk(m, m->cur, t, mask);
+    return n < 0 ? -1 : allowed + n;
 }
