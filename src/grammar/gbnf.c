@@ -663,6 +663,7 @@ static struct grammar *compile(struct builder *b) {
     struct grammar *g = calloc(1, sizeof *g);
     if (!g) return oom(b), NULL;
     pthread_mutex_init(&g->cache_mu, NULL);
+    pthread_mutex_init(&g->au_mu, NULL);
     int n_alts = 0;
     long n_syms = 0;
     for (int r = 0; r < b->n_rules; r++) {
@@ -728,7 +729,9 @@ void grammar_free(struct grammar *g) {
     free(g->syms);
     free(g->sets);
     gcache_free(g->cache);
+    grammar_auto_free(g->au);
     pthread_mutex_destroy(&g->cache_mu);
+    pthread_mutex_destroy(&g->au_mu);
     free(g);
 }
 

@@ -46,12 +46,17 @@ struct grammar {
      * matcher of the grammar over one vocabulary */
     pthread_mutex_t cache_mu;
     struct gcache *cache;
+    /* the automaton all matchers of the grammar share (matcher.c) */
+    pthread_mutex_t au_mu;
+    struct gauto *au;
 };
 
-void gcache_free(struct gcache *c); /* matcher.c; NULL is fine */
+void gcache_free(struct gcache *c);     /* matcher.c; NULL is fine */
+void grammar_auto_free(struct gauto *a); /* matcher.c; NULL is fine */
 
-/* Drops the matcher's automaton but its current state (done by itself past
- * its size limits; exposed for tests). False when out of memory. */
+/* Drops the grammar's automaton but the live matchers' current states
+ * (done by itself past its size limits; exposed for tests). False when
+ * out of memory. */
 struct grammar_matcher;
 bool grammar_matcher_forget(struct grammar_matcher *m);
 
@@ -92,7 +97,7 @@ struct vslice {
  * none of j + 1 (or every one of GV_BODY_MAX) allows exactly the tokens
  * of body_upto[j] among them, and only the trie `other` of the remaining
  * tokens needs walking. */
-enum { GV_BODY_MAX = 64 };
+enum { GV_BODY_MAX = 24 };
 
 struct grammar_vocab {
     int32_t n_vocab;

@@ -46,9 +46,10 @@ struct dstate {
 
 enum { DS_DEAD = -1, DS_UNKNOWN = -2 };
 
-/* Past these the matcher keeps only the current state's stacks and starts
- * its memory of states again (between steps, never inside a mask). */
-enum { MAX_NODES = 1 << 21, MAX_STATES = 1 << 18, MAX_TRANS = 1 << 23 };
+/* Past these the automaton keeps only its live matchers' current stacks
+ * and starts again (between steps, never inside a mask): about 28 MB at
+ * most a grammar. */
+enum { MAX_NODES = 1 << 19, MAX_STATES = 1 << 16, MAX_TRANS = 1 << 21 };
 
 /* ---- the grammar's mask cache -------------------------------------------------- */
 
@@ -85,16 +86,16 @@ static uint64_t mix64(uint64_t x) {
 }
 
 /*
- * The matcher memoizes the grammar as an automaton over byte classes:
- * states are interned stack sets, and a state's transition on a class is
- * computed once (settling every stack that takes the byte) and then read
- * from its row. A mask walks the vocabulary trie through these rows, so
- * a state met again, or one whose successors were met, costs a table
- * read per trie node.
+ * A grammar's automaton over byte classes, shared by all its matchers
+ * (under the grammar's au_mu) and built as they go: states are interned
+ * stack sets, and a state's move on a class is computed once (settling
+ * every stack that takes the byte) and then read from its row. A mask
+ * walks the vocabulary trie through these rows, so a state met before,
+ * by this matcher or another, or one whose successors were, costs a
+ * table read per trie node. Nothing in it depends on the vocabulary.
  */
-struct grammar_matcher {
+struct gauto {
     const struct grammar *g;
-    const struct grammar_vocab *v;
     struct gnode *nodes;
     int32_t n_nodes, cap_nodes;
     int32_t *bucket; /* [n_bucket] node chain heads */
@@ -107,7 +108,7 @@ struct grammar_matcher {
     uint32_t n_ds_bucket;
     int32_t *trans; /* rows of n_classes next states (DS_DEAD, DS_UNKNOWN) */
     int32_t n_rows, cap_trans;
-    int32_t cur; /* the current state */
+    struct grammar_matcher *live; /* the matchers whose states must survive a reset */
     /* scratch */
     int32_t *work; /* settle's worklist: (pos, parent) pairs */
     int cap_work;
@@ -115,8 +116,16 @@ struct grammar_matcher {
     uint32_t stamp;
     int32_t *tmp; /* a step's settled nodes */
     int n_tmp, cap_tmp;
-    int32_t *ds_at; /* [max_depth + 2] the walk's state at each depth */
     bool oom;
+};
+
+struct grammar_matcher {
+    const struct grammar *g;
+    const struct grammar_vocab *v;
+    struct gauto *a;
+    int32_t cur;    /* the current state */
+    int32_t *ds_at; /* [max_depth + 2] the walk's state at each depth */
+    struct grammar_matcher *prev, *next; /* in a->live */
 };
 
 static uint32_t hash2(uint32_t pos, int32_t parent) {
@@ -137,106 +146,106 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
 }
 
 /* Rebuilds the node chains for n_bucket heads (a power of two). */
-static bool nodes_rehash(struct grammar_matcher *m, uint32_t n_bucket) {
+static bool nodes_rehash(struct gauto *a, uint32_t n_bucket) {
     int32_t *b = malloc(n_bucket * sizeof *b);
     if (!b) return false;
     memset(b, 0xFF, n_bucket * sizeof *b);
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        uint32_t h = hash2(m->nodes[i].pos, m->nodes[i].parent) & (n_bucket - 1);
-        m->nodes[i].next = b[h];
+    for (int32_t i = 0; i < a->n_nodes; i++) {
+        uint32_t h = hash2(a->nodes[i].pos, a->nodes[i].parent) & (n_bucket - 1);
+        a->nodes[i].next = b[h];
         b[h] = i;
     }
-    free(m->bucket);
-    m->bucket = b;
-    m->n_bucket = n_bucket;
+    free(a->bucket);
+    a->bucket = b;
+    a->n_bucket = n_bucket;
     return true;
 }
 
 /* The node (pos, parent), made when new; -1 when out of memory. */
-static int32_t node_get(struct grammar_matcher *m, uint32_t pos, int32_t parent) {
-    uint32_t h = hash2(pos, parent) & (m->n_bucket - 1);
-    for (int32_t i = m->bucket[h]; i >= 0; i = m->nodes[i].next)
-        if (m->nodes[i].pos == pos && m->nodes[i].parent == parent) return i;
-    if (m->n_nodes == m->cap_nodes) {
-        int cap = m->cap_nodes;
-        if (!grow((void **)&m->nodes, &cap, m->n_nodes + 1, sizeof *m->nodes)) return m->oom = true, -1;
-        uint32_t *s = realloc(m->seen, (size_t)cap * sizeof *s);
-        if (!s) return m->oom = true, -1;
-        memset(s + m->cap_nodes, 0, (size_t)(cap - m->cap_nodes) * sizeof *s);
-        m->seen = s;
-        m->cap_nodes = cap;
+static int32_t node_get(struct gauto *a, uint32_t pos, int32_t parent) {
+    uint32_t h = hash2(pos, parent) & (a->n_bucket - 1);
+    for (int32_t i = a->bucket[h]; i >= 0; i = a->nodes[i].next)
+        if (a->nodes[i].pos == pos && a->nodes[i].parent == parent) return i;
+    if (a->n_nodes == a->cap_nodes) {
+        int cap = a->cap_nodes;
+        if (!grow((void **)&a->nodes, &cap, a->n_nodes + 1, sizeof *a->nodes)) return a->oom = true, -1;
+        uint32_t *s = realloc(a->seen, (size_t)cap * sizeof *s);
+        if (!s) return a->oom = true, -1;
+        memset(s + a->cap_nodes, 0, (size_t)(cap - a->cap_nodes) * sizeof *s);
+        a->seen = s;
+        a->cap_nodes = cap;
     }
-    if ((uint32_t)m->n_nodes >= m->n_bucket) {
-        if (!nodes_rehash(m, m->n_bucket * 2)) return m->oom = true, -1;
-        h = hash2(pos, parent) & (m->n_bucket - 1);
+    if ((uint32_t)a->n_nodes >= a->n_bucket) {
+        if (!nodes_rehash(a, a->n_bucket * 2)) return a->oom = true, -1;
+        h = hash2(pos, parent) & (a->n_bucket - 1);
     }
-    int32_t i = m->n_nodes++;
-    uint64_t p1 = parent >= 0 ? m->nodes[parent].sig1 : 0x243F6A8885A308D3ull;
-    uint64_t p2 = parent >= 0 ? m->nodes[parent].sig2 : 0x13198A2E03707344ull;
-    m->nodes[i] = (struct gnode){pos, parent, m->bucket[h], mix64(p1 ^ (pos * 0x9E3779B97F4A7C15ull + 1)),
+    int32_t i = a->n_nodes++;
+    uint64_t p1 = parent >= 0 ? a->nodes[parent].sig1 : 0x243F6A8885A308D3ull;
+    uint64_t p2 = parent >= 0 ? a->nodes[parent].sig2 : 0x13198A2E03707344ull;
+    a->nodes[i] = (struct gnode){pos, parent, a->bucket[h], mix64(p1 ^ (pos * 0x9E3779B97F4A7C15ull + 1)),
                                  mix64(p2 + pos * 0xD6E8FEB86659FD93ull + 0x5851F42D4C957F2Dull)};
-    m->bucket[h] = i;
+    a->bucket[h] = i;
     return i;
 }
 
 /* A new stamp for settle's seen marks: nodes settled under one stamp are
  * settled once. */
-static void new_stamp(struct grammar_matcher *m) {
-    if (++m->stamp == 0) {
-        memset(m->seen, 0, (size_t)m->cap_nodes * sizeof *m->seen);
-        m->stamp = 1;
+static void new_stamp(struct gauto *a) {
+    if (++a->stamp == 0) {
+        memset(a->seen, 0, (size_t)a->cap_nodes * sizeof *a->seen);
+        a->stamp = 1;
     }
 }
 
-/* Appends to m->tmp the settled stacks of (pos, parent) not yet settled
+/* Appends to a->tmp the settled stacks of (pos, parent) not yet settled
  * under the current stamp; *accept when one finishes the start rule. */
-static void settle(struct grammar_matcher *m, uint32_t pos, int32_t parent, bool *accept) {
-    const struct grammar *g = m->g;
+static void settle(struct gauto *a, uint32_t pos, int32_t parent, bool *accept) {
+    const struct grammar *g = a->g;
     int w = 0;
-    if (!grow((void **)&m->work, &m->cap_work, 2, sizeof *m->work)) {
-        m->oom = true;
+    if (!grow((void **)&a->work, &a->cap_work, 2, sizeof *a->work)) {
+        a->oom = true;
         return;
     }
-    m->work[w++] = (int32_t)pos;
-    m->work[w++] = parent;
+    a->work[w++] = (int32_t)pos;
+    a->work[w++] = parent;
     while (w > 0) {
-        int32_t par = m->work[--w];
-        uint32_t p = (uint32_t)m->work[--w];
-        int32_t id = node_get(m, p, par);
+        int32_t par = a->work[--w];
+        uint32_t p = (uint32_t)a->work[--w];
+        int32_t id = node_get(a, p, par);
         if (id < 0) return;
-        if (m->seen[id] == m->stamp) continue;
-        m->seen[id] = m->stamp;
+        if (a->seen[id] == a->stamp) continue;
+        a->seen[id] = a->stamp;
         struct gsym s = g->syms[p];
         if (s.kind == GSYM_BYTES) {
-            if (!grow((void **)&m->tmp, &m->cap_tmp, m->n_tmp + 1, sizeof *m->tmp)) {
-                m->oom = true;
+            if (!grow((void **)&a->tmp, &a->cap_tmp, a->n_tmp + 1, sizeof *a->tmp)) {
+                a->oom = true;
                 return;
             }
-            m->tmp[m->n_tmp++] = id;
+            a->tmp[a->n_tmp++] = id;
         } else if (s.kind == GSYM_END) {
             if (par < 0) *accept = true;
             else {
-                if (!grow((void **)&m->work, &m->cap_work, w + 2, sizeof *m->work)) {
-                    m->oom = true;
+                if (!grow((void **)&a->work, &a->cap_work, w + 2, sizeof *a->work)) {
+                    a->oom = true;
                     return;
                 }
-                m->work[w++] = (int32_t)m->nodes[par].pos;
-                m->work[w++] = m->nodes[par].parent;
+                a->work[w++] = (int32_t)a->nodes[par].pos;
+                a->work[w++] = a->nodes[par].parent;
             }
         } else {
             /* a rule symbol last in its alternative returns straight to
              * par (a tail call: repetitions do not deepen the stack) */
             bool tail = g->syms[p + 1].kind == GSYM_END;
-            int32_t cont = tail ? par : node_get(m, p + 1, par);
+            int32_t cont = tail ? par : node_get(a, p + 1, par);
             if (!tail && cont < 0) return;
-            uint32_t a0 = g->rule_alt0[s.arg], a1 = g->rule_alt0[s.arg + 1];
-            if (!grow((void **)&m->work, &m->cap_work, w + 2 * (int)(a1 - a0), sizeof *m->work)) {
-                m->oom = true;
+            uint32_t k0 = g->rule_alt0[s.arg], k1 = g->rule_alt0[s.arg + 1];
+            if (!grow((void **)&a->work, &a->cap_work, w + 2 * (int)(k1 - k0), sizeof *a->work)) {
+                a->oom = true;
                 return;
             }
-            for (uint32_t a = a1; a-- > a0;) {
-                m->work[w++] = (int32_t)g->alts[a];
-                m->work[w++] = cont;
+            for (uint32_t k = k1; k-- > k0;) {
+                a->work[w++] = (int32_t)g->alts[k];
+                a->work[w++] = cont;
             }
         }
     }
@@ -247,26 +256,26 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static bool states_rehash(struct grammar_matcher *m, uint32_t n_bucket) {
+static bool states_rehash(struct gauto *a, uint32_t n_bucket) {
     int32_t *b = malloc(n_bucket * sizeof *b);
     if (!b) return false;
     memset(b, 0xFF, n_bucket * sizeof *b);
-    for (int32_t i = 0; i < m->n_ds; i++) {
-        uint32_t h = m->ds[i].h & (n_bucket - 1);
-        m->ds[i].next = b[h];
+    for (int32_t i = 0; i < a->n_ds; i++) {
+        uint32_t h = a->ds[i].h & (n_bucket - 1);
+        a->ds[i].next = b[h];
         b[h] = i;
     }
-    free(m->ds_bucket);
-    m->ds_bucket = b;
-    m->n_ds_bucket = n_bucket;
+    free(a->ds_bucket);
+    a->ds_bucket = b;
+    a->n_ds_bucket = n_bucket;
     return true;
 }
 
-/* The state of the nodes m->tmp[0 .. n_tmp) (sorted here) and accept;
- * DS_DEAD when out of memory (m->oom). */
-static int32_t state_intern(struct grammar_matcher *m, bool accept) {
-    int32_t *ids = m->tmp;
-    int n = m->n_tmp;
+/* The state of the nodes a->tmp[0 .. n_tmp) (sorted here) and accept;
+ * DS_DEAD when out of memory (a->oom). */
+static int32_t state_intern(struct gauto *a, bool accept) {
+    int32_t *ids = a->tmp;
+    int n = a->n_tmp;
     if (n > 16) qsort(ids, (size_t)n, sizeof *ids, cmp_i32);
     else
         for (int i = 1; i < n; i++)
@@ -282,28 +291,28 @@ static int32_t state_intern(struct grammar_matcher *m, bool accept) {
     uint64_t x = accept ? 0x9E3779B97F4A7C15ull : 0x2545F4914F6CDD1Dull;
     for (int i = 0; i < n; i++) x = (x ^ (uint32_t)ids[i]) * 0xFF51AFD7ED558CCDull;
     uint32_t h = (uint32_t)(mix64(x) >> 32);
-    for (int32_t i = m->ds_bucket[h & (m->n_ds_bucket - 1)]; i >= 0; i = m->ds[i].next) {
-        const struct dstate *d = &m->ds[i];
+    for (int32_t i = a->ds_bucket[h & (a->n_ds_bucket - 1)]; i >= 0; i = a->ds[i].next) {
+        const struct dstate *d = &a->ds[i];
         if (d->h == h && d->n == n && d->accept == accept &&
-            (n == 0 || !memcmp(m->ds_node + d->off, ids, (size_t)n * sizeof *ids)))
+            (n == 0 || !memcmp(a->ds_node + d->off, ids, (size_t)n * sizeof *ids)))
             return i;
     }
-    if (!grow((void **)&m->ds, &m->cap_ds, m->n_ds + 1, sizeof *m->ds) ||
-        !grow((void **)&m->ds_node, &m->cap_ds_node, m->n_ds_node + n, sizeof *m->ds_node)) {
-        m->oom = true;
+    if (!grow((void **)&a->ds, &a->cap_ds, a->n_ds + 1, sizeof *a->ds) ||
+        !grow((void **)&a->ds_node, &a->cap_ds_node, a->n_ds_node + n, sizeof *a->ds_node)) {
+        a->oom = true;
         return DS_DEAD;
     }
-    if ((uint32_t)m->n_ds >= m->n_ds_bucket / 2 && !states_rehash(m, m->n_ds_bucket * 2)) {
-        m->oom = true;
+    if ((uint32_t)a->n_ds >= a->n_ds_bucket / 2 && !states_rehash(a, a->n_ds_bucket * 2)) {
+        a->oom = true;
         return DS_DEAD;
     }
-    int32_t i = m->n_ds++;
-    if (n) memcpy(m->ds_node + m->n_ds_node, ids, (size_t)n * sizeof *ids);
-    uint32_t b = h & (m->n_ds_bucket - 1);
-    m->ds[i] = (struct dstate){.off = m->n_ds_node, .n = n, .row = -1, .next = m->ds_bucket[b], .h = h,
+    int32_t i = a->n_ds++;
+    if (n) memcpy(a->ds_node + a->n_ds_node, ids, (size_t)n * sizeof *ids);
+    uint32_t b = h & (a->n_ds_bucket - 1);
+    a->ds[i] = (struct dstate){.off = a->n_ds_node, .n = n, .row = -1, .next = a->ds_bucket[b], .h = h,
                                .accept = accept, .some_no = 127};
-    m->ds_bucket[b] = i;
-    m->n_ds_node += n;
+    a->ds_bucket[b] = i;
+    a->n_ds_node += n;
     return i;
 }
 
@@ -316,34 +325,34 @@ static uint64_t takers(const struct gset *const *sets, int n, uint8_t b) {
 
 /* The state after byte b from state d, computed and remembered (for
  * every byte that the same stacks take). */
-static int32_t step_slow(struct grammar_matcher *m, int32_t d, uint8_t b) {
-    const struct grammar *g = m->g;
+static int32_t step_slow(struct gauto *a, int32_t d, uint8_t b) {
+    const struct grammar *g = a->g;
     int nc = g->n_classes;
-    if (m->ds[d].row < 0) {
-        if (!grow((void **)&m->trans, &m->cap_trans, (m->n_rows + 1) * nc, sizeof *m->trans)) {
-            m->oom = true;
+    if (a->ds[d].row < 0) {
+        if (!grow((void **)&a->trans, &a->cap_trans, (a->n_rows + 1) * nc, sizeof *a->trans)) {
+            a->oom = true;
             return DS_DEAD;
         }
-        for (int c = 0; c < nc; c++) m->trans[(size_t)m->n_rows * nc + c] = DS_UNKNOWN;
-        m->ds[d].row = m->n_rows++;
+        for (int c = 0; c < nc; c++) a->trans[(size_t)a->n_rows * nc + c] = DS_UNKNOWN;
+        a->ds[d].row = a->n_rows++;
     }
-    new_stamp(m);
-    m->n_tmp = 0;
+    new_stamp(a);
+    a->n_tmp = 0;
     bool acc = false;
-    for (int i = 0; i < m->ds[d].n; i++) {
-        const struct gnode *nd = &m->nodes[m->ds_node[m->ds[d].off + i]];
-        if (gset_has(&g->sets[g->syms[nd->pos].arg], b)) settle(m, nd->pos + 1, nd->parent, &acc);
-        if (m->oom) return DS_DEAD;
+    for (int i = 0; i < a->ds[d].n; i++) {
+        const struct gnode *nd = &a->nodes[a->ds_node[a->ds[d].off + i]];
+        if (gset_has(&g->sets[g->syms[nd->pos].arg], b)) settle(a, nd->pos + 1, nd->parent, &acc);
+        if (a->oom) return DS_DEAD;
     }
-    int32_t t = m->n_tmp == 0 && !acc ? DS_DEAD : state_intern(m, acc);
-    if (m->oom) return DS_DEAD;
-    int32_t *row = m->trans + (size_t)m->ds[d].row * nc;
+    int32_t t = a->n_tmp == 0 && !acc ? DS_DEAD : state_intern(a, acc);
+    if (a->oom) return DS_DEAD;
+    int32_t *row = a->trans + (size_t)a->ds[d].row * nc;
     row[g->byte_class[b]] = t;
     /* every class that the same stacks take goes to the same state */
-    const struct dstate *x = &m->ds[d];
+    const struct dstate *x = &a->ds[d];
     if (x->n <= 64) {
         const struct gset *sets[64];
-        for (int i = 0; i < x->n; i++) sets[i] = &g->sets[g->syms[m->nodes[m->ds_node[x->off + i]].pos].arg];
+        for (int i = 0; i < x->n; i++) sets[i] = &g->sets[g->syms[a->nodes[a->ds_node[x->off + i]].pos].arg];
         uint64_t want = takers(sets, x->n, b);
         for (int c = 0; c < nc; c++)
             if (row[c] == DS_UNKNOWN && takers(sets, x->n, g->class_byte[c]) == want) row[c] = t;
@@ -351,40 +360,49 @@ static int32_t step_slow(struct grammar_matcher *m, int32_t d, uint8_t b) {
     return t;
 }
 
-static inline int32_t step(struct grammar_matcher *m, int32_t d, uint8_t b) {
-    int32_t row = m->ds[d].row;
+static inline int32_t step(struct gauto *a, int32_t d, uint8_t b) {
+    int32_t row = a->ds[d].row;
     if (row >= 0) {
-        int32_t t = m->trans[(size_t)row * m->g->n_classes + m->g->byte_class[b]];
+        int32_t t = a->trans[(size_t)row * a->g->n_classes + a->g->byte_class[b]];
         if (t != DS_UNKNOWN) return t;
     }
-    return step_slow(m, d, b);
+    return step_slow(a, d, b);
 }
 
-/* Drops every state and node but the current state's stacks (then the
- * current state again). False when out of memory. */
-bool grammar_matcher_forget(struct grammar_matcher *m) {
-    const struct dstate *c = &m->ds[m->cur];
-    int n = c->n;
-    bool accept = c->accept;
-    /* the chains, bottom first, as (pos) lists per stack */
-    int32_t *map = malloc((size_t)m->n_nodes * sizeof *map);
-    int32_t *keep = malloc(((size_t)n + 1) * sizeof *keep);
-    struct gnode *old = m->nodes;
-    int32_t n_old = m->n_nodes;
-    struct gnode *fresh = malloc((size_t)m->cap_nodes * sizeof *fresh);
-    if (!map || !keep || !fresh) {
-        free(map), free(keep), free(fresh);
+/* Drops every state and node but the live matchers' current stacks (then
+ * their states again). False when out of memory: then either nothing
+ * changed or (memory ran out while copying) every live matcher is left
+ * broken (cur -1: it refuses everything). */
+static bool gauto_forget(struct gauto *a) {
+    int32_t n_old = a->n_nodes;
+    int total = 0, n_live = 0;
+    for (struct grammar_matcher *m = a->live; m; m = m->next) total += a->ds[m->cur].n, n_live++;
+    int32_t *map = malloc(((size_t)n_old + 1) * sizeof *map);
+    int32_t *keep = malloc(((size_t)total + 1) * sizeof *keep);
+    int *cnt = malloc(((size_t)n_live + 1) * sizeof *cnt);
+    bool *acc = malloc(((size_t)n_live + 1) * sizeof *acc);
+    struct gnode *old = a->nodes;
+    struct gnode *fresh = malloc((size_t)a->cap_nodes * sizeof *fresh);
+    if (!map || !keep || !cnt || !acc || !fresh) {
+        free(map), free(keep), free(cnt), free(acc), free(fresh);
         return false;
     }
-    memcpy(keep, m->ds_node + c->off, (size_t)n * sizeof *keep);
+    int k = 0, j = 0;
+    for (struct grammar_matcher *m = a->live; m; m = m->next, j++) {
+        const struct dstate *c = &a->ds[m->cur];
+        memcpy(keep + k, a->ds_node + c->off, (size_t)c->n * sizeof *keep);
+        k += c->n;
+        cnt[j] = c->n;
+        acc[j] = c->accept;
+    }
     memset(map, 0xFF, (size_t)n_old * sizeof *map);
-    m->nodes = fresh;
-    m->n_nodes = 0;
-    memset(m->bucket, 0xFF, m->n_bucket * sizeof *m->bucket);
+    a->nodes = fresh;
+    a->n_nodes = 0;
+    memset(a->bucket, 0xFF, a->n_bucket * sizeof *a->bucket);
     int32_t *chain = NULL;
     int cap_chain = 0;
     bool ok = true;
-    for (int i = 0; i < n && ok; i++) {
+    for (int i = 0; i < total && ok; i++) {
         /* walk down to the first node already copied, then copy upwards */
         int len = 0;
         for (int32_t x = keep[i]; x >= 0 && map[x] < 0; x = old[x].parent) {
@@ -394,10 +412,10 @@ bool grammar_matcher_forget(struct grammar_matcher *m) {
             }
             chain[len++] = x;
         }
-        for (int j = len; ok && j-- > 0;) {
-            int32_t x = chain[j];
+        for (int q = len; ok && q-- > 0;) {
+            int32_t x = chain[q];
             int32_t par = old[x].parent >= 0 ? map[old[x].parent] : -1;
-            map[x] = node_get(m, old[x].pos, par);
+            map[x] = node_get(a, old[x].pos, par);
             ok = map[x] >= 0;
         }
         if (ok) keep[i] = map[keep[i]];
@@ -405,44 +423,100 @@ bool grammar_matcher_forget(struct grammar_matcher *m) {
     free(chain);
     free(map);
     free(old);
-    m->n_ds = m->n_ds_node = m->n_rows = 0;
-    memset(m->ds_bucket, 0xFF, m->n_ds_bucket * sizeof *m->ds_bucket);
-    memset(m->seen, 0, (size_t)m->cap_nodes * sizeof *m->seen);
-    m->stamp = 0;
-    if (ok) {
-        if (!grow((void **)&m->tmp, &m->cap_tmp, n + 1, sizeof *m->tmp)) ok = false;
-        else {
-            memcpy(m->tmp, keep, (size_t)n * sizeof *keep);
-            m->n_tmp = n;
-            m->cur = state_intern(m, accept);
-            ok = !m->oom;
+    a->n_ds = a->n_ds_node = a->n_rows = 0;
+    memset(a->ds_bucket, 0xFF, a->n_ds_bucket * sizeof *a->ds_bucket);
+    memset(a->seen, 0, (size_t)a->cap_nodes * sizeof *a->seen);
+    a->stamp = 0;
+    k = j = 0;
+    for (struct grammar_matcher *m = a->live; m; m = m->next, j++) {
+        int32_t d = DS_DEAD;
+        if (ok && grow((void **)&a->tmp, &a->cap_tmp, cnt[j] + 1, sizeof *a->tmp)) {
+            memcpy(a->tmp, keep + k, (size_t)cnt[j] * sizeof *keep);
+            a->n_tmp = cnt[j];
+            d = state_intern(a, acc[j]);
         }
+        ok = ok && d >= 0;
+        m->cur = ok ? d : -1;
+        k += cnt[j];
     }
+    free(cnt);
+    free(acc);
     free(keep);
-    m->oom = false;
+    a->oom = false;
     return ok;
 }
 
-static void maybe_forget(struct grammar_matcher *m) {
-    if (m->n_nodes > MAX_NODES || m->n_ds > MAX_STATES || (int64_t)m->n_rows * m->g->n_classes > MAX_TRANS) grammar_matcher_forget(m);
+static void gauto_free(struct gauto *a) {
+    if (!a) return;
+    free(a->nodes);
+    free(a->bucket);
+    free(a->ds);
+    free(a->ds_node);
+    free(a->ds_bucket);
+    free(a->trans);
+    free(a->work);
+    free(a->seen);
+    free(a->tmp);
+    free(a);
+}
+
+void grammar_auto_free(struct gauto *a) { gauto_free(a); }
+
+static struct gauto *gauto_new(const struct grammar *g) {
+    struct gauto *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->g = g;
+    if (!nodes_rehash(a, 1 << 12) || !states_rehash(a, 1 << 10)) {
+        gauto_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* Starts again past the size limits (between steps, never inside a mask). */
+static void gauto_trim(struct gauto *a) {
+    if (a->n_nodes > MAX_NODES || a->n_ds > MAX_STATES || (int64_t)a->n_rows * a->g->n_classes > MAX_TRANS)
+        gauto_forget(a);
+}
+
+bool grammar_matcher_forget(struct grammar_matcher *m) {
+    struct grammar *g = (struct grammar *)m->g;
+    pthread_mutex_lock(&g->au_mu);
+    bool ok = gauto_forget(m->a);
+    pthread_mutex_unlock(&g->au_mu);
+    return ok;
 }
 
 struct grammar_matcher *grammar_matcher_new(const struct grammar *g, const struct grammar_vocab *v,
                                             struct kvik_err *err) {
+    struct grammar *gm = (struct grammar *)g;
     struct grammar_matcher *m = calloc(1, sizeof *m);
     if (!m) goto nomem;
     m->g = g;
     m->v = v;
+    m->cur = -1;
     m->ds_at = malloc(((size_t)(v ? v->all.max_depth : 0) + 2) * sizeof *m->ds_at);
-    if (!m->ds_at || !nodes_rehash(m, 1 << 12) || !states_rehash(m, 1 << 10)) goto nomem;
-    /* the start: root's alternatives over the end (-1) */
-    bool acc = false;
-    uint32_t a0 = g->rule_alt0[g->root], a1 = g->rule_alt0[g->root + 1];
-    new_stamp(m);
-    for (uint32_t a = a0; a < a1; a++) settle(m, g->alts[a], -1, &acc);
-    if (m->oom) goto nomem;
-    m->cur = state_intern(m, acc);
-    if (m->oom) goto nomem;
+    if (!m->ds_at) goto nomem;
+    pthread_mutex_lock(&gm->au_mu);
+    if (!gm->au) gm->au = gauto_new(g);
+    struct gauto *a = m->a = gm->au;
+    if (a) {
+        /* the start: root's alternatives over the end (-1) */
+        bool acc = false;
+        uint32_t a0 = g->rule_alt0[g->root], a1 = g->rule_alt0[g->root + 1];
+        new_stamp(a);
+        a->n_tmp = 0;
+        for (uint32_t k = a0; k < a1 && !a->oom; k++) settle(a, g->alts[k], -1, &acc);
+        m->cur = a->oom ? DS_DEAD : state_intern(a, acc);
+        a->oom = false;
+        if (m->cur >= 0) {
+            m->next = a->live;
+            if (a->live) a->live->prev = m;
+            a->live = m;
+        }
+    }
+    pthread_mutex_unlock(&gm->au_mu);
+    if (m->cur < 0) goto nomem;
     return m;
 nomem:
     grammar_matcher_free(m);
@@ -452,27 +526,29 @@ nomem:
 
 void grammar_matcher_free(struct grammar_matcher *m) {
     if (!m) return;
-    free(m->nodes);
-    free(m->bucket);
-    free(m->ds);
-    free(m->ds_node);
-    free(m->ds_bucket);
-    free(m->trans);
-    free(m->work);
-    free(m->seen);
-    free(m->tmp);
+    if (m->a && (m->prev || m->next || m->a->live == m)) {
+        struct grammar *g = (struct grammar *)m->g;
+        pthread_mutex_lock(&g->au_mu);
+        if (m->prev) m->prev->next = m->next;
+        else m->a->live = m->next;
+        if (m->next) m->next->prev = m->prev;
+        pthread_mutex_unlock(&g->au_mu);
+    }
     free(m->ds_at);
     free(m);
 }
 
 bool grammar_matcher_accept_bytes(struct grammar_matcher *m, const char *s, size_t n) {
-    maybe_forget(m);
+    struct grammar *g = (struct grammar *)m->g;
+    struct gauto *a = m->a;
+    pthread_mutex_lock(&g->au_mu);
+    gauto_trim(a);
     int32_t t = m->cur;
-    for (size_t i = 0; i < n && t >= 0; i++) t = step(m, t, (uint8_t)s[i]);
-    m->oom = false;
-    if (t < 0) return false;
-    m->cur = t;
-    return true;
+    for (size_t i = 0; i < n && t >= 0; i++) t = step(a, t, (uint8_t)s[i]);
+    a->oom = false;
+    if (t >= 0) m->cur = t;
+    pthread_mutex_unlock(&g->au_mu);
+    return t >= 0;
 }
 
 static bool is_eog(const struct grammar_vocab *v, int32_t id) {
@@ -481,16 +557,26 @@ static bool is_eog(const struct grammar_vocab *v, int32_t id) {
     return false;
 }
 
+/* A fact of the current state under the grammar's lock: its accept flag
+ * (what 0) or whether it has no stack (what 1); false when broken. */
+static bool cur_fact(const struct grammar_matcher *m, int what) {
+    struct grammar *g = (struct grammar *)m->g;
+    pthread_mutex_lock(&g->au_mu);
+    bool r = m->cur >= 0 && (what == 0 ? m->a->ds[m->cur].accept : m->a->ds[m->cur].n == 0);
+    pthread_mutex_unlock(&g->au_mu);
+    return r;
+}
+
 bool grammar_matcher_accept_token(struct grammar_matcher *m, int32_t id) {
     const struct grammar_vocab *v = m->v;
     if (!v || id < 0 || id >= v->n_vocab) return false;
-    if (is_eog(v, id)) return m->ds[m->cur].accept;
+    if (is_eog(v, id)) return cur_fact(m, 0);
     if (!v->len[id]) return false;
     return grammar_matcher_accept_bytes(m, (const char *)v->piece[id], v->len[id]);
 }
 
-bool grammar_matcher_can_end(const struct grammar_matcher *m) { return m->ds[m->cur].accept; }
-bool grammar_matcher_must_end(const struct grammar_matcher *m) { return m->ds[m->cur].n == 0; }
+bool grammar_matcher_can_end(const struct grammar_matcher *m) { return cur_fact(m, 0); }
+bool grammar_matcher_must_end(const struct grammar_matcher *m) { return m->cur >= 0 && cur_fact(m, 1); }
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -499,8 +585,8 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* State d's cache key: its stacks' chain hashes, in order, and accept.
  * The same stacks give the same key in any matcher of the grammar. */
-static void state_key(struct grammar_matcher *m, int32_t d, uint64_t *k1, uint64_t *k2) {
-    struct dstate *ds = &m->ds[d];
+static void state_key(struct gauto *a, int32_t d, uint64_t *k1, uint64_t *k2) {
+    struct dstate *ds = &a->ds[d];
     if (ds->keyed) {
         *k1 = ds->k1, *k2 = ds->k2;
         return;
@@ -513,7 +599,7 @@ static void state_key(struct grammar_matcher *m, int32_t d, uint64_t *k1, uint64
         return;
     }
     for (int i = 0; i < n; i++) {
-        const struct gnode *nd = &m->nodes[m->ds_node[ds->off + i]];
+        const struct gnode *nd = &a->nodes[a->ds_node[ds->off + i]];
         s[i][0] = nd->sig1, s[i][1] = nd->sig2;
     }
     qsort(s, (size_t)n, sizeof *s, cmp_u64);
@@ -540,25 +626,31 @@ int64_t grammar_matcher_fill_mask(struct grammar_matcher *m, uint32_t *mask) {
     const struct grammar_vocab *v = m->v;
     struct grammar *g = (struct grammar *)m->g;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
-    maybe_forget(m);
+    pthread_mutex_lock(&g->au_mu);
+    gauto_trim(m->a);
+    if (m->cur < 0) { /* broken by a failed reset: nothing is allowed */
+        pthread_mutex_unlock(&g->au_mu);
+        memset(mask, 0, words * sizeof *mask);
+        return 0;
+    }
     uint64_t k1, k2;
-    state_key(m, m->cur, &k1, &k2);
+    state_key(m->a, m->cur, &k1, &k2);
     bool found = false;
+    int64_t allowed = -1;
     if (k1) {
         pthread_mutex_lock(&g->cache_mu);
         if (!g->cache && (g->cache = calloc(1, sizeof *g->cache))) g->cache->v = v;
         struct gcache_entry *e = g->cache && g->cache->v == v ? cache_find(g->cache, k1, k2, &found) : NULL;
         if (found) {
             memcpy(mask, e->mask, words * sizeof *mask);
-            int64_t allowed = e->allowed;
+            allowed = e->allowed;
             g->cache->hits++;
-            pthread_mutex_unlock(&g->cache_mu);
-            return allowed;
         }
         pthread_mutex_unlock(&g->cache_mu);
     }
-    int64_t allowed = fill_mask_walk(m, mask);
-    if (!k1 || allowed < 0) return allowed < 0 ? 0 : allowed;
+    if (!found) allowed = fill_mask_walk(m, mask);
+    pthread_mutex_unlock(&g->au_mu);
+    if (found || !k1 || allowed < 0) return allowed < 0 ? 0 : allowed;
     uint32_t *copy = malloc(words * sizeof *copy);
     if (!copy) return allowed;
     memcpy(copy, mask, words * sizeof *copy);
@@ -609,24 +701,24 @@ static const struct {
     int n;
 } kind_seq[GV_KINDS] = {{body_seq, sizeof body_seq / sizeof *body_seq}, {alnum_seq, 3}};
 
-static int text_cap(struct grammar_matcher *m, int32_t d, int kind, int r);
+static int text_cap(struct gauto *a, int32_t d, int kind, int r);
 
 /* Every way on from state d through bytes i.. of a character of form q
  * begun in state d0: -1 when one dies inside the character, else the
  * least text_cap(.., r) of the states they reach (r for d0 itself: a
  * text that comes back to where it began is taken as often as it
  * repeats). One byte of each class in a range stands for the class. */
-static int char_cap(struct grammar_matcher *m, int32_t d0, int32_t d, int kind, const struct u8seq *q, int i, int r) {
-    if (i == q->n) return d == d0 ? r : text_cap(m, d, kind, r); /* a loop back never binds */
-    const struct grammar *g = m->g;
+static int char_cap(struct gauto *a, int32_t d0, int32_t d, int kind, const struct u8seq *q, int i, int r) {
+    if (i == q->n) return d == d0 ? r : text_cap(a, d, kind, r); /* a loop back never binds */
+    const struct grammar *g = a->g;
     uint64_t seen[4] = {0};
     int least = r;
     for (int b = q->lo[i]; b <= q->hi[i]; b++) {
         int c = g->byte_class[b];
         if (b == '"' || b == '\\' || (seen[c >> 6] >> (c & 63) & 1)) continue;
         seen[c >> 6] |= 1ull << (c & 63);
-        int32_t t = step(m, d, (uint8_t)b);
-        int k = t < 0 ? -1 : char_cap(m, d0, t, kind, q, i + 1, r);
+        int32_t t = step(a, d, (uint8_t)b);
+        int k = t < 0 ? -1 : char_cap(a, d0, t, kind, q, i + 1, r);
         if (k < 0) return -1;
         if (k < least) least = k;
     }
@@ -636,57 +728,56 @@ static int char_cap(struct grammar_matcher *m, int32_t d0, int32_t d, int kind, 
 /* The most characters (up to r) such that state d takes every text of the
  * kind that long or shorter (each byte keeps a stack alive). Remembered
  * per state: exact, or a bound from below. */
-static int text_cap(struct grammar_matcher *m, int32_t d, int kind, int r) {
+static int text_cap(struct gauto *a, int32_t d, int kind, int r) {
     if (r <= 0) return 0;
-    if (m->ds[d].cap_exact[kind]) return m->ds[d].cap[kind] < r ? m->ds[d].cap[kind] : r;
-    if (m->ds[d].cap[kind] >= r) return r;
+    if (a->ds[d].cap_exact[kind]) return a->ds[d].cap[kind] < r ? a->ds[d].cap[kind] : r;
+    if (a->ds[d].cap[kind] >= r) return r;
     int least = r - 1;
     for (int q = 0; least >= 0 && q < kind_seq[kind].n; q++) {
-        int c = char_cap(m, d, d, kind, &kind_seq[kind].seq[q], 0, r - 1);
+        int c = char_cap(a, d, d, kind, &kind_seq[kind].seq[q], 0, r - 1);
         if (c < least) least = c;
     }
     int v = least + 1; /* 0 when a character dies */
-    if (v < r) m->ds[d].cap[kind] = (int8_t)v, m->ds[d].cap_exact[kind] = true;
-    else m->ds[d].cap[kind] = (int8_t)r;
+    if (v < r) a->ds[d].cap[kind] = (int8_t)v, a->ds[d].cap_exact[kind] = true;
+    else a->ds[d].cap[kind] = (int8_t)r;
     return v;
 }
 
-static bool some_text(struct grammar_matcher *m, int32_t d, int r);
+static bool some_text(struct gauto *a, int32_t d, int r);
 
 /* Some way on from state d through bytes i.. of a character of form q
  * begun in d0 stays alive and then takes some body text of r characters. */
-static bool char_some(struct grammar_matcher *m, int32_t d0, int32_t d, const struct u8seq *q, int i, int r) {
-    if (i == q->n) return d == d0 || some_text(m, d, r); /* a loop takes texts of any length */
-    const struct grammar *g = m->g;
+static bool char_some(struct gauto *a, int32_t d0, int32_t d, const struct u8seq *q, int i, int r) {
+    if (i == q->n) return d == d0 || some_text(a, d, r); /* a loop takes texts of any length */
+    const struct grammar *g = a->g;
     uint64_t seen[4] = {0};
     for (int b = q->lo[i]; b <= q->hi[i]; b++) {
         int c = g->byte_class[b];
         if (b == '"' || b == '\\' || (seen[c >> 6] >> (c & 63) & 1)) continue;
         seen[c >> 6] |= 1ull << (c & 63);
-        int32_t t = step(m, d, (uint8_t)b);
-        if (t >= 0 && char_some(m, d0, t, q, i + 1, r)) return true;
+        int32_t t = step(a, d, (uint8_t)b);
+        if (t >= 0 && char_some(a, d0, t, q, i + 1, r)) return true;
     }
     return false;
 }
 
 /* State d takes some body text of r characters. Remembered per state as
  * a range (a text's prefixes are taken too). */
-static bool some_text(struct grammar_matcher *m, int32_t d, int r) {
-    if (r <= m->ds[d].some_yes) return true;
-    if (r >= m->ds[d].some_no) return false;
+static bool some_text(struct gauto *a, int32_t d, int r) {
+    if (r <= a->ds[d].some_yes) return true;
+    if (r >= a->ds[d].some_no) return false;
     bool yes = false;
-    for (size_t q = 0; !yes && q < sizeof body_seq / sizeof *body_seq; q++) yes = char_some(m, d, d, &body_seq[q], 0, r - 1);
-    if (yes) m->ds[d].some_yes = (int8_t)r;
-    else m->ds[d].some_no = (int8_t)r;
+    for (size_t q = 0; !yes && q < sizeof body_seq / sizeof *body_seq; q++) yes = char_some(a, d, d, &body_seq[q], 0, r - 1);
+    if (yes) a->ds[d].some_yes = (int8_t)r;
+    else a->ds[d].some_no = (int8_t)r;
     return yes;
 }
 
 /* The largest slice state d takes whole; -1 when none (or out of memory). */
-static int pick_slice(struct grammar_matcher *m, int32_t d) {
-    const struct grammar_vocab *v = m->v;
+static int pick_slice(struct gauto *a, const struct grammar_vocab *v, int32_t d) {
     int cap[GV_KINDS], best = -1;
-    for (int k = 0; k < GV_KINDS; k++) cap[k] = text_cap(m, d, k, GV_MAX_CHARS);
-    if (m->oom) return -1;
+    for (int k = 0; k < GV_KINDS; k++) cap[k] = text_cap(a, d, k, GV_MAX_CHARS);
+    if (a->oom) return -1;
     for (int s = 0; s < GV_SLICES; s++)
         if (v->slice[s].chars <= cap[v->slice[s].kind] && (best < 0 || v->slice[s].count > v->slice[best].count))
             best = s;
@@ -697,16 +788,15 @@ static int pick_slice(struct grammar_matcher *m, int32_t d) {
 
 /* Adds to mask the tokens of trie t that state d0 takes, by a preorder
  * walk; how many were new; -1 when out of memory. */
-static int64_t walk(struct grammar_matcher *m, int32_t d0, const struct vtrie *t, uint32_t *mask) {
+static int64_t walk(struct gauto *a, int32_t *at, int32_t d0, const struct vtrie *t, uint32_t *mask) {
     int64_t allowed = 0;
-    int32_t *at = m->ds_at;
     at[0] = d0;
     for (int32_t k = 1; k < t->n_nodes;) {
         int d = t->depth[k];
-        int32_t s = step(m, at[d - 1], t->byte[k]);
+        int32_t s = step(a, at[d - 1], t->byte[k]);
         if (s < 0) {
-            if (m->oom) {
-                m->oom = false;
+            if (a->oom) {
+                a->oom = false;
                 return -1;
             }
             k = t->end[k];
@@ -718,7 +808,7 @@ static int64_t walk(struct grammar_matcher *m, int32_t d0, const struct vtrie *t
             int32_t id = t->toks[i];
             if (!(mask[id >> 5] >> (id & 31) & 1)) mask[id >> 5] |= 1u << (id & 31), allowed++;
         }
-        k = m->ds[s].n > 0 ? k + 1 : t->end[k];
+        k = a->ds[s].n > 0 ? k + 1 : t->end[k];
     }
     return allowed;
 }
@@ -729,17 +819,18 @@ static int64_t walk(struct grammar_matcher *m, int32_t d0, const struct vtrie *t
  * when out of memory. */
 static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask) {
     const struct grammar_vocab *v = m->v;
+    struct gauto *a = m->a;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     int64_t allowed = 0;
     const struct vtrie *t;
     /* body text up to a length exactly (inside a string), else a slice */
-    int c = text_cap(m, m->cur, GV_BODY, GV_BODY_MAX);
-    if (!m->oom && (c == GV_BODY_MAX || !some_text(m, m->cur, c + 1))) {
+    int c = text_cap(a, m->cur, GV_BODY, GV_BODY_MAX);
+    if (!a->oom && (c == GV_BODY_MAX || !some_text(a, m->cur, c + 1))) {
         memcpy(mask, v->body_upto + (size_t)c * words, words * sizeof *mask);
         allowed = v->body_count[c];
         t = &v->other;
     } else {
-        int s = m->oom ? -1 : pick_slice(m, m->cur);
+        int s = a->oom ? -1 : pick_slice(a, v, m->cur);
         if (s >= 0) {
             memcpy(mask, v->slice[s].bits, words * sizeof *mask);
             allowed = v->slice[s].count;
@@ -749,16 +840,16 @@ static int64_t fill_mask_walk(struct grammar_matcher *m, uint32_t *mask) {
             t = &v->all;
         }
     }
-    if (m->oom) {
-        m->oom = false;
+    if (a->oom) {
+        a->oom = false;
         return -1;
     }
-    if (m->ds[m->cur].accept)
+    if (a->ds[m->cur].accept)
         for (int i = 0; i < v->n_eog; i++)
             if (v->eog[i] >= 0 && v->eog[i] < v->n_vocab && !(mask[v->eog[i] >> 5] >> (v->eog[i] & 31) & 1)) {
                 mask[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
                 allowed++;
             }
-    int64_t n = walk(m, m->cur, t, mask);
+    int64_t n = walk(a, m->ds_at, m->cur, t, mask);
     return n < 0 ? -1 : allowed + n;
 }
