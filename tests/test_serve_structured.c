@@ -134,5 +134,23 @@ TEST(serve_grammar_gbnf_chat_completions_stream) {
                  400);
     CHECK_MSG(r.body && strstr(r.body, "uniqueItems") && strstr(r.body, "unsupported_value"), "%s", r.body ? r.body : "");
     http_reply_free(&r);
+    /* clients that hang up mid-stream, their next masks queued or under way: the server serves on */
+    static const char hang[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Write a long list as JSON.\"}],\"stream\":true,\"n\":2,"
+        "\"max_tokens\":200,\"temperature\":1,\"response_format\":{\"type\":\"json_object\"}}";
+    for (int i = 0; i < 3; i++) CHECK(http_post_and_hang_up(&s, "/v1/chat/completions", hang, 300 + 200 * (size_t)i) > 0);
+    CHECK_EQ_INT(http_post(&s, "/v1/completions",
+                           "{\"prompt\":\"The year was\",\"max_tokens\":10,\"grammar\":\"root ::= \\\" \\\" [1-9] [0-9]{3}\"}",
+                           &r),
+                 200);
+    http_reply_free(&r);
+    /* the masks the engine applied, how many came from the worker, and their time */
+    CHECK_EQ_INT(http_call(&s, "GET", "/metrics", NULL, NULL, false, 20, &r), 200);
+    double masks = -1, ahead = -1, secs = -1;
+    CHECK(r.body && metrics_value(r.body, "kvik_grammar_masks_total", &masks) &&
+          metrics_value(r.body, "kvik_grammar_masks_ahead_total", &ahead) &&
+          metrics_value(r.body, "kvik_grammar_mask_seconds_total", &secs));
+    CHECK_MSG(masks >= 20 && ahead >= 1 && ahead <= masks && secs > 0, "masks %g, ahead %g, %g s", masks, ahead, secs);
+    http_reply_free(&r);
     CHECK_EQ_INT(serve_stop(&s, SIGTERM, 30), 0);
 }

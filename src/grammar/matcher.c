@@ -126,6 +126,7 @@ struct grammar_matcher {
     int32_t cur;    /* the current state */
     int32_t *ds_at; /* [max_depth + 2] the walk's state at each depth */
     struct grammar_matcher *prev, *next; /* in a->live */
+    bool linked;                         /* in a->live */
 };
 
 static uint32_t hash2(uint32_t pos, int32_t parent) {
@@ -376,7 +377,7 @@ static inline int32_t step(struct gauto *a, int32_t d, uint8_t b) {
 static bool gauto_forget(struct gauto *a) {
     int32_t n_old = a->n_nodes;
     int total = 0, n_live = 0;
-    for (struct grammar_matcher *m = a->live; m; m = m->next) total += a->ds[m->cur].n, n_live++;
+    for (struct grammar_matcher *m = a->live; m; m = m->next) total += m->cur >= 0 ? a->ds[m->cur].n : 0, n_live++;
     int32_t *map = malloc(((size_t)n_old + 1) * sizeof *map);
     int32_t *keep = malloc(((size_t)total + 1) * sizeof *keep);
     int *cnt = malloc(((size_t)n_live + 1) * sizeof *cnt);
@@ -389,6 +390,8 @@ static bool gauto_forget(struct gauto *a) {
     }
     int k = 0, j = 0;
     for (struct grammar_matcher *m = a->live; m; m = m->next, j++) {
+        cnt[j] = -1; /* broken before: stays so */
+        if (m->cur < 0) continue;
         const struct dstate *c = &a->ds[m->cur];
         memcpy(keep + k, a->ds_node + c->off, (size_t)c->n * sizeof *keep);
         k += c->n;
@@ -429,6 +432,7 @@ static bool gauto_forget(struct gauto *a) {
     a->stamp = 0;
     k = j = 0;
     for (struct grammar_matcher *m = a->live; m; m = m->next, j++) {
+        if (cnt[j] < 0) continue;
         int32_t d = DS_DEAD;
         if (ok && grow((void **)&a->tmp, &a->cap_tmp, cnt[j] + 1, sizeof *a->tmp)) {
             memcpy(a->tmp, keep + k, (size_t)cnt[j] * sizeof *keep);
@@ -513,6 +517,7 @@ struct grammar_matcher *grammar_matcher_new(const struct grammar *g, const struc
             m->next = a->live;
             if (a->live) a->live->prev = m;
             a->live = m;
+            m->linked = true;
         }
     }
     pthread_mutex_unlock(&gm->au_mu);
@@ -526,7 +531,7 @@ nomem:
 
 void grammar_matcher_free(struct grammar_matcher *m) {
     if (!m) return;
-    if (m->a && (m->prev || m->next || m->a->live == m)) {
+    if (m->linked) {
         struct grammar *g = (struct grammar *)m->g;
         pthread_mutex_lock(&g->au_mu);
         if (m->prev) m->prev->next = m->next;

@@ -1,10 +1,14 @@
 /*
  * constrain.c — the grammar pool and the engine constraint of
- * constrain.h. The engine thread is the only caller of mask and accept, so
- * the matchers need no lock; the pool and the grammars' mask caches lock
- * their own.
+ * constrain.h. The engine thread calls mask and accept; after accept the
+ * pool's worker computes the choice's next mask while the engine runs
+ * the forward pass, and mask takes it (waits for it when it is under
+ * way, computes it itself when the worker has not started it). A matcher
+ * is so used by one thread at a time; the grammar locks what its
+ * matchers share.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,23 +24,57 @@ struct pool_entry {
     struct pool_entry *next;
 };
 
+/* A choice's next mask, computed ahead. */
+enum { AHEAD_IDLE, AHEAD_QUEUED, AHEAD_RUNNING, AHEAD_DONE };
+
+struct ahead {
+    struct constrain *c;
+    int choice;
+    int state;
+    int64_t allowed;
+    uint32_t *mask;
+    struct ahead *next; /* in the pool's queue */
+};
+
 struct grammar_pool {
     pthread_mutex_t mu;
     struct pool_entry *head;
     int max, n;
     uint64_t clock;
+    /* the worker and its queue (under amu) */
+    pthread_mutex_t amu;
+    pthread_cond_t acv;
+    struct ahead *qhead, *qtail;
+    pthread_t worker;
+    bool has_worker, stop;
+    _Atomic uint64_t masks, masks_ahead, mask_ns; /* what the engine asked for, and its time on them */
 };
+
+static void *ahead_worker(void *arg);
 
 struct grammar_pool *grammar_pool_new(int max) {
     struct grammar_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->amu, NULL);
+    pthread_cond_init(&p->acv, NULL);
     p->max = max;
+    const char *env = getenv("KVIK_GRAMMAR_AHEAD");
+    if (!(env && !strcmp(env, "0"))) p->has_worker = pthread_create(&p->worker, NULL, ahead_worker, p) == 0;
     return p;
 }
 
 void grammar_pool_free(struct grammar_pool *p) {
     if (!p) return;
+    if (p->has_worker) {
+        pthread_mutex_lock(&p->amu);
+        p->stop = true;
+        pthread_cond_broadcast(&p->acv);
+        pthread_mutex_unlock(&p->amu);
+        pthread_join(p->worker, NULL);
+    }
+    pthread_cond_destroy(&p->acv);
+    pthread_mutex_destroy(&p->amu);
     for (struct pool_entry *e = p->head, *n; e; e = n) {
         n = e->next;
         grammar_free(e->g);
@@ -120,24 +158,83 @@ struct constrain {
     struct engine_constraint ec;
     struct grammar_pool *pool;
     struct pool_entry *entry;
+    const struct grammar_vocab *v;
     struct grammar_matcher **m; /* [n] */
+    struct ahead *ahead;        /* [n] */
     int n;
-    uint64_t masks, ns;
 };
+
+static void *ahead_worker(void *arg) {
+    struct grammar_pool *p = arg;
+    pthread_mutex_lock(&p->amu);
+    for (;;) {
+        while (!p->qhead && !p->stop) pthread_cond_wait(&p->acv, &p->amu);
+        if (p->stop) break;
+        struct ahead *a = p->qhead;
+        p->qhead = a->next;
+        if (!p->qhead) p->qtail = NULL;
+        a->next = NULL;
+        a->state = AHEAD_RUNNING;
+        pthread_mutex_unlock(&p->amu);
+        int64_t n = grammar_matcher_fill_mask(a->c->m[a->choice], a->mask);
+        pthread_mutex_lock(&p->amu);
+        a->allowed = n;
+        a->state = AHEAD_DONE;
+        pthread_cond_broadcast(&p->acv);
+    }
+    pthread_mutex_unlock(&p->amu);
+    return NULL;
+}
+
+/* Takes a out of the queue (under amu): it is queued. */
+static void ahead_unqueue(struct grammar_pool *p, struct ahead *a) {
+    struct ahead **q = &p->qhead, *prev = NULL;
+    while (*q != a) prev = *q, q = &(*q)->next;
+    *q = a->next;
+    if (p->qtail == a) p->qtail = prev;
+    a->next = NULL;
+    a->state = AHEAD_IDLE;
+}
 
 static bool c_mask(void *ctx, int choice, uint32_t *allowed) {
     struct constrain *c = ctx;
     if (choice < 0 || choice >= c->n) return false;
-    int64_t t0 = clock_ns();
-    int64_t n = grammar_matcher_fill_mask(c->m[choice], allowed);
-    c->ns += (uint64_t)(clock_ns() - t0);
-    c->masks++;
+    int64_t t0 = clock_ns(), n = -1;
+    struct grammar_pool *p = c->pool;
+    struct ahead *a = &c->ahead[choice];
+    if (a->mask) {
+        pthread_mutex_lock(&p->amu);
+        if (a->state == AHEAD_QUEUED) ahead_unqueue(p, a); /* not started: done here */
+        while (a->state == AHEAD_RUNNING) pthread_cond_wait(&p->acv, &p->amu);
+        if (a->state == AHEAD_DONE) {
+            memcpy(allowed, a->mask, ((size_t)grammar_vocab_size(c->v) + 31) / 32 * sizeof *allowed);
+            n = a->allowed;
+            a->state = AHEAD_IDLE;
+        }
+        pthread_mutex_unlock(&p->amu);
+    }
+    if (n >= 0) atomic_fetch_add(&p->masks_ahead, 1);
+    else n = grammar_matcher_fill_mask(c->m[choice], allowed);
+    atomic_fetch_add(&p->mask_ns, (uint64_t)(clock_ns() - t0));
+    atomic_fetch_add(&p->masks, 1);
     return n > 0;
 }
 
 static void c_accept(void *ctx, int choice, int32_t token) {
     struct constrain *c = ctx;
-    if (choice >= 0 && choice < c->n) grammar_matcher_accept_token(c->m[choice], token);
+    if (choice < 0 || choice >= c->n || !grammar_matcher_accept_token(c->m[choice], token)) return;
+    struct grammar_pool *p = c->pool;
+    struct ahead *a = &c->ahead[choice];
+    if (!a->mask || grammar_matcher_must_end(c->m[choice])) return;
+    pthread_mutex_lock(&p->amu);
+    if (a->state == AHEAD_IDLE || a->state == AHEAD_DONE) {
+        a->state = AHEAD_QUEUED;
+        if (p->qtail) p->qtail->next = a;
+        else p->qhead = a;
+        p->qtail = a;
+        pthread_cond_signal(&p->acv);
+    }
+    pthread_mutex_unlock(&p->amu);
 }
 
 struct constrain *constrain_new(struct grammar_pool *p, int kind, const char *text, const struct grammar_vocab *v,
@@ -145,7 +242,8 @@ struct constrain *constrain_new(struct grammar_pool *p, int kind, const char *te
     struct pool_entry *e = pool_get(p, kind, text, err);
     if (!e) return NULL;
     struct constrain *c = calloc(1, sizeof *c);
-    if (!c || !(c->m = calloc((size_t)n, sizeof *c->m))) {
+    if (!c || !(c->m = calloc((size_t)n, sizeof *c->m)) || !(c->ahead = calloc((size_t)n, sizeof *c->ahead))) {
+        if (c) free(c->m);
         free(c);
         pool_put(p, e);
         err_set(err, KVIK_ERR_NOMEM, "out of memory");
@@ -153,7 +251,13 @@ struct constrain *constrain_new(struct grammar_pool *p, int kind, const char *te
     }
     c->pool = p;
     c->entry = e;
+    c->v = v;
     c->n = n;
+    /* without a worker (or the memory for its masks) every mask is computed when asked */
+    for (int i = 0; p->has_worker && i < n; i++) {
+        c->ahead[i] = (struct ahead){.c = c, .choice = i};
+        c->ahead[i].mask = malloc(((size_t)grammar_vocab_size(v) + 31) / 32 * sizeof *c->ahead[i].mask);
+    }
     for (int i = 0; i < n; i++)
         if (!(c->m[i] = grammar_matcher_new(e->g, v, err))) {
             constrain_free(c);
@@ -165,6 +269,18 @@ struct constrain *constrain_new(struct grammar_pool *p, int kind, const char *te
 
 void constrain_free(struct constrain *c) {
     if (!c) return;
+    struct grammar_pool *p = c->pool;
+    if (c->ahead) { /* no mask of ours queued or under way */
+        pthread_mutex_lock(&p->amu);
+        for (int i = 0; i < c->n; i++) {
+            struct ahead *a = &c->ahead[i];
+            if (a->state == AHEAD_QUEUED) ahead_unqueue(p, a);
+            while (a->state == AHEAD_RUNNING) pthread_cond_wait(&p->acv, &p->amu);
+        }
+        pthread_mutex_unlock(&p->amu);
+        for (int i = 0; i < c->n; i++) free(c->ahead[i].mask);
+        free(c->ahead);
+    }
     for (int i = 0; c->m && i < c->n; i++) grammar_matcher_free(c->m[i]);
     free(c->m);
     if (c->entry) pool_put(c->pool, c->entry);
@@ -173,7 +289,8 @@ void constrain_free(struct constrain *c) {
 
 const struct engine_constraint *constrain_engine(struct constrain *c) { return &c->ec; }
 
-void constrain_stats(const struct constrain *c, uint64_t *masks, uint64_t *ns) {
-    *masks = c->masks;
-    *ns = c->ns;
+void grammar_pool_stats(struct grammar_pool *p, uint64_t *masks, uint64_t *ahead, uint64_t *ns) {
+    *masks = atomic_load(&p->masks);
+    *ahead = atomic_load(&p->masks_ahead);
+    *ns = atomic_load(&p->mask_ns);
 }

@@ -11,7 +11,9 @@
 struct constrain;
 
 /* Compiled grammars by their text, shared by the requests that use them
- * (and so their mask caches): at most max unused ones are kept. */
+ * (and so their mask caches): at most max unused ones are kept. The pool
+ * has a worker thread that computes each choice's next mask while the
+ * engine runs the forward pass (none when KVIK_GRAMMAR_AHEAD=0). */
 struct grammar_pool;
 struct grammar_pool *grammar_pool_new(int max);
 void grammar_pool_free(struct grammar_pool *p); /* after every constrain_free */
@@ -31,7 +33,9 @@ void constrain_free(struct constrain *c);
 /* The engine's view of it. */
 const struct engine_constraint *constrain_engine(struct constrain *c);
 
-/* Mask statistics so far: masks computed and their total nanoseconds. */
-void constrain_stats(const struct constrain *c, uint64_t *masks, uint64_t *ns);
+/* Masks the engine asked for so far, how many of them the pool's worker
+ * had computed ahead, and the engine's nanoseconds on them (waiting or
+ * computing). */
+void grammar_pool_stats(struct grammar_pool *p, uint64_t *masks, uint64_t *ahead, uint64_t *ns);
 
 #endif

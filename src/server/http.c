@@ -1082,6 +1082,11 @@ static enum MHD_Result handle_metrics(struct server *s, struct MHD_Connection *c
         ms.sc_hits = sc.hits, ms.sc_misses = sc.misses, ms.sc_inserts = sc.inserts;
         ms.sc_evictions = sc.evictions, ms.sc_expirations = sc.expirations, ms.sc_entries = sc.entries;
     }
+    if (atomic_load(&s->state) != SRV_LOADING && s->gpool) { /* set by the loader before the state moves on */
+        uint64_t ns = 0;
+        grammar_pool_stats(s->gpool, &ms.grammar_masks, &ms.grammar_masks_ahead, &ns);
+        ms.grammar_mask_seconds = (double)ns / 1e9;
+    }
     struct engine_stats st;
     bool have = atomic_load(&s->state) != SRV_LOADING && s->engine;
     if (have) engine_stats(s->engine, &st);

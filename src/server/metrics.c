@@ -117,6 +117,13 @@ char *metrics_render(const struct engine_stats *st, const struct metrics_server 
     counter(&b, "kvik_http_requests_total", "HTTP requests answered.", ms->http_requests);
     gauge(&b, "kvik_server_ready", "1 when the model is loaded and requests are served.", ms->ready);
     gauge(&b, "kvik_http_connections", "HTTP connections open now.", (double)ms->http_connections);
+    counter(&b, "kvik_grammar_masks_total", "Token masks of grammar-constrained choices the engine applied.",
+            ms->grammar_masks);
+    counter(&b, "kvik_grammar_masks_ahead_total", "Of them, masks computed while the forward pass ran.",
+            ms->grammar_masks_ahead);
+    head(&b, "kvik_grammar_mask_seconds_total", "counter",
+         "Time the engine spent on token masks (computing them or waiting for them).");
+    out(&b, "kvik_grammar_mask_seconds_total %.9g\n", ms->grammar_mask_seconds);
     if (ms->semcache) {
         counter(&b, "kvik_semantic_cache_hits_total", "Chat requests answered from the semantic cache.", ms->sc_hits);
         counter(&b, "kvik_semantic_cache_misses_total", "Chat requests looked up and not found.", ms->sc_misses);

@@ -39,6 +39,8 @@ struct metrics_server {
     bool semcache;          /* the semantic cache is on (its series are shown) */
     uint64_t sc_hits, sc_misses, sc_inserts, sc_evictions, sc_expirations;
     int64_t sc_entries;
+    uint64_t grammar_masks, grammar_masks_ahead; /* constrained tokens' masks; of them computed ahead */
+    double grammar_mask_seconds;                 /* the engine's time on them */
 };
 
 /* The whole exposition (malloc'd, NUL-terminated, length in *len); st may
