@@ -225,3 +225,45 @@ TEST(cli_bandwidth_record_and_recall) {
     if (saved) setenv("KVIK_CACHE", saved, 1), free(saved);
     else unsetenv("KVIK_CACHE");
 }
+
+/* `bench grammar --json` over a folder of schemas: one JSON object with
+ * the mask times and a compile time for each schema; a file that is not
+ * JSON is an error that names it. */
+TEST(cli_bench_grammar_schema_folder) {
+    char path[4096];
+    const char *model = test_default_model(path, sizeof path);
+    if (!model) return;
+    char dir[] = "/tmp/kvik-schemas-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":8}},\"required\":[\"a\"]}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"yz\"]},\"maxItems\":3}",
+    };
+    char file[4200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(file, sizeof file, "%s/s%d.json", dir, i);
+        FILE *f = fopen(file, "w");
+        REQUIRE(f);
+        fputs(schemas[i], f);
+        fclose(f);
+    }
+    char out[8192], err[4096], args[4400];
+    snprintf(args, sizeof args, "bench grammar -m '%s' --schemas %s --walks 2 --max-tokens 30 --json", model, dir);
+    REQUIRE(test_run_kvik(args, out, sizeof out, err, sizeof err) == 0);
+    CHECK_EQ_INT(count_lines(out), 1);
+    CHECK(json_num(out, "schemas") == 2 && json_num(out, "walks") == 4 && json_num(out, "masks") >= 4);
+    double mean = json_num(out, "mean_us"), p99 = json_num(out, "p99_us");
+    CHECK(mean > 0 && p99 >= json_num(out, "p50_us") && json_num(out, "max_us") >= p99);
+    CHECK(strstr(out, "\"compile_ms\":[") != NULL);
+    snprintf(file, sizeof file, "%s/zz.json", dir);
+    FILE *f = fopen(file, "w");
+    REQUIRE(f);
+    fputs("{not json", f);
+    fclose(f);
+    CHECK(test_run_kvik(args, out, sizeof out, err, sizeof err) == 1);
+    CHECK_MSG(strstr(err, "zz.json") != NULL, "%s", err);
+    for (int i = 0; i < 2; i++) snprintf(file, sizeof file, "%s/s%d.json", dir, i), unlink(file);
+    snprintf(file, sizeof file, "%s/zz.json", dir);
+    unlink(file);
+    rmdir(dir);
+}

@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "         tokenizer MB/s and tokens/s against Hugging Face tokenizers (--help)\n"
             "       kvik bench vector --base F --queries F --truth F --dim D [--json]\n"
             "         the vector store's HNSW: build time, memory, queries/s and recall (--help)\n"
-            "       kvik bench grammar [-m M] [--schemas FILE] [--json]\n"
+            "       kvik bench grammar [-m M] [--schemas FILE|DIR] [--json]\n"
             "         grammar-constrained decoding: mask time per token, compile time (--help)\n"
             "       kvik bench serve --url URL [--rate R] [--max-concurrency C] ...\n"
             "         load-test an OpenAI-compatible server (kvik bench serve --help);\n"

@@ -8,10 +8,12 @@
  * meets every parser state for the first time ("cold"); later walks find
  * many in the grammar's mask cache ("warm").
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/base.h"
 #include "cli/cli.h"
@@ -23,17 +25,89 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvik bench grammar [-m MODEL] [--schemas FILE] [options]\n"
+            "usage: kvik bench grammar [-m MODEL] [--schemas FILE|DIR] [options]\n"
             "\n"
             "Per-token mask time of grammar-constrained decoding with the model's vocabulary\n"
             "(default: the default model), and compile time per schema, over a set of JSON\n"
-            "Schemas (default tests/data/schemas/schemas.json: a list of {name, prompt, schema}).\n"
+            "Schemas: a file with a list of {name, prompt, schema} (default\n"
+            "tests/data/schemas/schemas.json), or a folder of *.json files, one schema each.\n"
             "\n"
             "  --walks N        random walks a schema (default 4; the first is cold)\n"
             "  --max-tokens N   tokens a walk at most (default 160)\n"
             "  --seed N         the walks' seed (default 1)\n"
             "  --json           one JSON object: mean_us, p50_us, p99_us (all masks), cold and\n"
             "                   warm parts, compile_ms per schema\n");
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The schemas of folder dir (its *.json files, by name) as the text of a
+ * list of {name, schema}; NULL with a message on stderr when a file
+ * cannot be read or is not JSON. */
+static char *read_schema_dir(const char *dir, size_t *len) {
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") || e->d_name[0] == '.') continue;
+        if (strpbrk(e->d_name, "\"\\")) continue; /* not a JSON string as it stands */
+        if (n == cap) {
+            char **t = realloc(names, (cap = cap ? cap * 2 : 32) * sizeof *names);
+            if (!t) ok = false;
+            else names = t;
+        }
+        if (ok && !(names[n++] = strdup(e->d_name))) ok = false, n--;
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_name);
+    size_t cap_out = 2, used = 0;
+    char *out = malloc(cap_out + 1);
+    if (!out) ok = false;
+    else out[used++] = '[';
+    for (size_t i = 0; ok && i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        size_t fl = 0;
+        char *text = cli_read_file(path, &fl);
+        struct json_value v;
+        struct kvik_err err = {0};
+        if (!text || json_parse(text, fl, &v, &err)) {
+            fprintf(stderr, "kvik bench grammar: %s: %s\n", path, text ? err.msg : "cannot read it");
+            free(text);
+            ok = false;
+            break;
+        }
+        json_free(&v);
+        size_t need = used + fl + strlen(names[i]) + 40;
+        if (need > cap_out) {
+            char *t = realloc(out, (cap_out = need * 2) + 1);
+            if (!t) {
+                free(text);
+                ok = false;
+                break;
+            }
+            out = t;
+        }
+        names[i][strlen(names[i]) - 5] = 0;
+        used += (size_t)sprintf(out + used, "%s{\"name\":\"%s\",\"schema\":", i ? "," : "", names[i]);
+        memcpy(out + used, text, fl);
+        used += fl;
+        out[used++] = '}';
+        free(text);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    out[used++] = ']';
+    out[used] = 0;
+    *len = used;
+    return out;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -107,11 +181,14 @@ int cmd_bench_grammar(int argc, char **argv) {
         model_free(m);
         return 1;
     }
-    size_t len;
-    char *text = cli_read_file(schemas, &len);
+    size_t len = 0;
+    struct stat sb;
+    bool is_dir = stat(schemas, &sb) == 0 && S_ISDIR(sb.st_mode);
+    char *text = is_dir ? read_schema_dir(schemas, &len) : cli_read_file(schemas, &len);
     struct json_value set;
     if (!text || json_parse(text, len, &set, &err) || set.type != JSON_ARRAY) {
-        fprintf(stderr, "kvik bench grammar: %s: %s\n", schemas, text ? "not a JSON list of schemas" : "cannot read it");
+        fprintf(stderr, "kvik bench grammar: %s: %s\n", schemas,
+                text ? "not a JSON list of schemas" : is_dir ? "not a folder of JSON schemas" : "cannot read it");
         free(text);
         tokenizer_free(tok);
         model_free(m);
