@@ -879,3 +879,72 @@ TEST(engine_prefill_chunk_caps_prompt_tokens_while_decoding) {
         stop_engine(e, &col);
     }
 }
+
+/* A constraint that allows one token a step (ids on both sides of 32-bit
+ * word edges) and then nothing. */
+struct one_by_one {
+    int32_t want[3];
+    int step, n_vocab;
+    int32_t accepted[8];
+    int n_accepted, masks;
+};
+
+static bool one_mask(void *ctx, int choice, uint32_t *allowed) {
+    struct one_by_one *c = ctx;
+    c->masks++;
+    memset(allowed, 0, ((size_t)c->n_vocab + 31) / 32 * sizeof *allowed);
+    if (choice != 0 || c->step >= 3) return false;
+    allowed[c->want[c->step] >> 5] |= 1u << (c->want[c->step] & 31);
+    return true;
+}
+
+static void one_accept(void *ctx, int choice, int32_t token) {
+    struct one_by_one *c = ctx;
+    if (c->n_accepted < 8) c->accepted[c->n_accepted++] = token;
+    c->step++;
+}
+
+/* A constrained choice samples only what the mask allows, hands each token
+ * to accept, and ends with STOP when the mask allows nothing; the engine
+ * serves on. */
+TEST(engine_constraint_masks_then_stops) {
+    struct fixture *f = fixture();
+    if (!f) return;
+    struct engine_config cfg = test_config(f);
+    struct collector col;
+    struct engine *e = start_engine(f, &cfg, &col);
+    REQUIRE(e);
+    struct one_by_one oc = {.want = {31, 32, 1000}, .n_vocab = tokenizer_n_vocab(f->tok)};
+    for (int i = 0; i < 3; i++) REQUIRE(!is_eog(f, oc.want[i]));
+    struct engine_constraint ec = {one_mask, one_accept, &oc};
+    static struct req_out out;
+    memset(&out, 0, sizeof out);
+    out.col = &col;
+    out.n = 1;
+    struct sampler_params sp = sampler_params_default(); /* sampling too: only the allowed token can come */
+    sp.seed = 3;
+    struct engine_request r = {.prompt = f->prompt[0], .n_prompt = f->np[0], .max_tokens = 20, .n = 1,
+                               .sampling = sp, .top_logprobs = -1, .constraint = &ec, .on_event = on_event,
+                               .user = &out};
+    pthread_mutex_lock(&col.mu);
+    col.finals_left += 1;
+    pthread_mutex_unlock(&col.mu);
+    struct kvik_err err = {0};
+    REQUIRE(engine_submit(e, &r, &out.id, &err) == KVIK_OK);
+    REQUIRE(collector_wait(&col));
+    const struct choice_out *c = &out.ch[0];
+    CHECK_EQ_INT(c->n, 3);
+    for (int i = 0; i < 3 && i < c->n; i++) CHECK_EQ_INT(c->tok[i], oc.want[i]);
+    CHECK_EQ_INT(oc.n_accepted, 3);
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(oc.accepted[i], oc.want[i]);
+    CHECK_EQ_INT(oc.masks, 4);
+    CHECK(c->finals == 1 && c->finish == ENGINE_FINISH_STOP);
+    /* the engine still serves */
+    static struct req_out next;
+    struct sampler_params g = greedy_params();
+    REQUIRE(submit(e, &col, &next, f->prompt[1], f->np[1], 2, 1, &g, -1, true, &err) == KVIK_OK);
+    REQUIRE(collector_wait(&col));
+    CHECK_EQ_INT(next.ch[0].n, 2);
+    CHECK(engine_kv_consistent(e));
+    stop_engine(e, &col);
+}

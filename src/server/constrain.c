@@ -186,7 +186,7 @@ static void *ahead_worker(void *arg) {
     return NULL;
 }
 
-/* Takes a out of the queue (under amu): it is queued. */
+/* Takes a out of the queue (under amu; a is queued). */
 static void ahead_unqueue(struct grammar_pool *p, struct ahead *a) {
     struct ahead **q = &p->qhead, *prev = NULL;
     while (*q != a) prev = *q, q = &(*q)->next;
@@ -194,6 +194,14 @@ static void ahead_unqueue(struct grammar_pool *p, struct ahead *a) {
     if (p->qtail == a) p->qtail = prev;
     a->next = NULL;
     a->state = AHEAD_IDLE;
+}
+
+/* Under amu: no job of a is queued (dropped) or under way (waited for).
+ * True when a finished mask waits in a->mask. */
+static bool ahead_settle(struct grammar_pool *p, struct ahead *a) {
+    if (a->state == AHEAD_QUEUED) ahead_unqueue(p, a);
+    while (a->state == AHEAD_RUNNING) pthread_cond_wait(&p->acv, &p->amu);
+    return a->state == AHEAD_DONE;
 }
 
 static bool c_mask(void *ctx, int choice, uint32_t *allowed) {
@@ -204,13 +212,11 @@ static bool c_mask(void *ctx, int choice, uint32_t *allowed) {
     struct ahead *a = &c->ahead[choice];
     if (a->mask) {
         pthread_mutex_lock(&p->amu);
-        if (a->state == AHEAD_QUEUED) ahead_unqueue(p, a); /* not started: done here */
-        while (a->state == AHEAD_RUNNING) pthread_cond_wait(&p->acv, &p->amu);
-        if (a->state == AHEAD_DONE) {
+        if (ahead_settle(p, a)) { /* one not started is computed here instead */
             memcpy(allowed, a->mask, ((size_t)grammar_vocab_size(c->v) + 31) / 32 * sizeof *allowed);
             n = a->allowed;
-            a->state = AHEAD_IDLE;
         }
+        a->state = AHEAD_IDLE;
         pthread_mutex_unlock(&p->amu);
     }
     if (n >= 0) atomic_fetch_add(&p->masks_ahead, 1);
@@ -222,18 +228,23 @@ static bool c_mask(void *ctx, int choice, uint32_t *allowed) {
 
 static void c_accept(void *ctx, int choice, int32_t token) {
     struct constrain *c = ctx;
-    if (choice < 0 || choice >= c->n || !grammar_matcher_accept_token(c->m[choice], token)) return;
+    if (choice < 0 || choice >= c->n) return;
     struct grammar_pool *p = c->pool;
     struct ahead *a = &c->ahead[choice];
-    if (!a->mask || grammar_matcher_must_end(c->m[choice])) return;
-    pthread_mutex_lock(&p->amu);
-    if (a->state == AHEAD_IDLE || a->state == AHEAD_DONE) {
-        a->state = AHEAD_QUEUED;
-        if (p->qtail) p->qtail->next = a;
-        else p->qhead = a;
-        p->qtail = a;
-        pthread_cond_signal(&p->acv);
+    if (a->mask) { /* a mask of the state before this token is stale: the worker must be off the matcher */
+        pthread_mutex_lock(&p->amu);
+        ahead_settle(p, a);
+        a->state = AHEAD_IDLE;
+        pthread_mutex_unlock(&p->amu);
     }
+    if (!grammar_matcher_accept_token(c->m[choice], token) || !a->mask || grammar_matcher_must_end(c->m[choice]))
+        return;
+    pthread_mutex_lock(&p->amu);
+    a->state = AHEAD_QUEUED;
+    if (p->qtail) p->qtail->next = a;
+    else p->qhead = a;
+    p->qtail = a;
+    pthread_cond_signal(&p->acv);
     pthread_mutex_unlock(&p->amu);
 }
 
@@ -272,11 +283,7 @@ void constrain_free(struct constrain *c) {
     struct grammar_pool *p = c->pool;
     if (c->ahead) { /* no mask of ours queued or under way */
         pthread_mutex_lock(&p->amu);
-        for (int i = 0; i < c->n; i++) {
-            struct ahead *a = &c->ahead[i];
-            if (a->state == AHEAD_QUEUED) ahead_unqueue(p, a);
-            while (a->state == AHEAD_RUNNING) pthread_cond_wait(&p->acv, &p->amu);
-        }
+        for (int i = 0; i < c->n; i++) ahead_settle(p, &c->ahead[i]);
         pthread_mutex_unlock(&p->amu);
         for (int i = 0; i < c->n; i++) free(c->ahead[i].mask);
         free(c->ahead);
